@@ -1,0 +1,125 @@
+//! The command line, declared in one place. Names mirror the command path
+//! (`create config-image` → [`CreateConfigImageOpts`]) and the shape follows
+//! `openshift-install image-based create …` so operators can switch tools without relearning.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Image-based installation of single-node OpenShift.
+#[derive(Debug, Parser)]
+#[command(name = "ibi", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Log level for messages on stderr: error, warn, info, debug or trace. `RUST_LOG` overrides it.
+    #[arg(long, global = true, default_value = "warn", value_name = "LEVEL")]
+    pub log_level: String,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create templates and images
+    #[command(subcommand)]
+    Create(CreateCommand),
+    /// Print a shell completion script to stdout
+    Completion(CompletionOpts),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CreateCommand {
+    /// Write a commented image-based-config.yaml template (per-site settings)
+    ConfigTemplate(CreateConfigTemplateOpts),
+    /// Build imagebasedconfig.iso, auth/kubeconfig and auth/kubeadmin-password for one site
+    ConfigImage(CreateConfigImageOpts),
+    /// Write a commented image-based-installation-config.yaml template
+    ImageConfigTemplate(CreateImageConfigTemplateOpts),
+    /// Build the installation ISO rhcos-ibi.iso
+    Image(CreateImageOpts),
+}
+
+/// The asset directory every `create` verb works in, as the installer's global `--dir`.
+#[derive(Debug, Args)]
+pub struct DirOpt {
+    /// Directory holding the inputs and receiving the outputs
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CreateConfigTemplateOpts {
+    #[command(flatten)]
+    pub dir: DirOpt,
+    /// Overwrite an existing image-based-config.yaml
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CreateConfigImageOpts {
+    #[command(flatten)]
+    pub dir: DirOpt,
+    /// Generate new signers and a new kubeadmin password instead of reusing those kept in DIR/.ibi/
+    /// (invalidates any kubeconfig already handed out for this site)
+    #[arg(long)]
+    pub rotate_crypto: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CreateImageConfigTemplateOpts {
+    #[command(flatten)]
+    pub dir: DirOpt,
+    /// Overwrite an existing image-based-installation-config.yaml
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CreateImageOpts {
+    #[command(flatten)]
+    pub dir: DirOpt,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionOpts {
+    /// Shell to generate the script for
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn config_image_takes_dir_and_rotate_flag() {
+        let cli = Cli::try_parse_from(["ibi", "create", "config-image", "--dir", "/s", "--rotate-crypto"])
+            .expect("parses");
+        match cli.command {
+            Command::Create(CreateCommand::ConfigImage(o)) => {
+                assert_eq!(o.dir.dir, PathBuf::from("/s"));
+                assert!(o.rotate_crypto);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn dir_defaults_to_current_directory() {
+        let cli = Cli::try_parse_from(["ibi", "create", "config-template"]).expect("parses");
+        match cli.command {
+            Command::Create(CreateCommand::ConfigTemplate(o)) => {
+                assert_eq!(o.dir.dir, PathBuf::from("."));
+                assert!(!o.force);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

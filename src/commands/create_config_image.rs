@@ -1,0 +1,116 @@
+//! `create config-image`: one site's `imagebasedconfig.iso`, `auth/kubeconfig` and
+//! `auth/kubeadmin-password`.
+//!
+//! Inputs are read and validated in full first (every finding reported at once, nothing written);
+//! every output is rendered in memory next; only then are the identity and the outputs written,
+//! each atomically. Inputs are never deleted.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use tracing::{info, warn};
+
+use crate::cli::CreateConfigImageOpts;
+use crate::config::{self, SiteInputs};
+use crate::config_iso::{self, ConfigIsoContent};
+use crate::pki;
+use crate::reconfig::{self, SeedReconfiguration};
+use crate::site::{self, Origin};
+use crate::util::fs::{Clobber, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, write_atomic};
+
+pub const AUTH_DIR: &str = "auth";
+pub const KUBECONFIG_FILE: &str = "kubeconfig";
+pub const KUBEADMIN_PASSWORD_FILE: &str = "kubeadmin-password";
+
+/// Where the outputs went.
+#[derive(Debug)]
+pub struct Outputs {
+    pub iso: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub kubeadmin_password: PathBuf,
+    pub identity: Origin,
+}
+
+pub fn run(opts: &CreateConfigImageOpts) -> Result<()> {
+    let out = build(&opts.dir.dir, opts.rotate_crypto)?;
+    info!(dir = %opts.dir.dir.display(), identity = ?out.identity, "Config-Image created");
+    for p in [&out.iso, &out.kubeconfig, &out.kubeadmin_password] {
+        println!("{}", p.display());
+    }
+    Ok(())
+}
+
+/// Everything one run writes, rendered before anything touches the disk.
+struct Rendered {
+    iso_tree: crate::iso9660::IsoBuilder,
+    timestamp: i64,
+    kubeconfig: String,
+}
+
+/// Builds one site's outputs in `dir`.
+pub fn build(dir: &Path, rotate_crypto: bool) -> Result<Outputs> {
+    let inputs = config::load_site_inputs(dir)?;
+    for w in &inputs.warnings {
+        warn!("{w}");
+    }
+    let timestamp = config_iso::image_timestamp()?;
+    let cluster_name = &inputs.install_config.metadata.name;
+    let state = site::load_or_create(dir, cluster_name, rotate_crypto)?;
+    let rendered = render(&inputs, &state.identity, timestamp)?;
+    if state.dirty {
+        site::save(dir, &state.identity)?;
+    }
+    write_outputs(dir, &rendered, &state.identity.kubeadmin_password, state.origin)
+}
+
+fn render(inputs: &SiteInputs, id: &site::Identity, timestamp: i64) -> Result<Rendered> {
+    let ibc = &inputs.image_based_config;
+    // A cluster_id/infra_id given in image-based-config.yaml (IBIO does this) wins over ours.
+    let cluster_id = if ibc.cluster_id.is_empty() { &id.cluster_id } else { &ibc.cluster_id };
+    let infra_id = if ibc.infra_id.is_empty() { &id.infra_id } else { &ibc.infra_id };
+    let manifest = SeedReconfiguration::build(
+        inputs,
+        &reconfig::Identity {
+            cluster_id,
+            infra_id,
+            kubeadmin_password_hash: &id.kubeadmin_password_hash,
+            crypto: &id.crypto,
+        },
+    )?
+    .to_json()?;
+    let idms = match inputs.install_config.image_digest_sources() {
+        Some(sources) => Some(reconfig::image_digest_mirror_set(&sources)?),
+        None => None,
+    };
+    let iso_tree = config_iso::build_tree(ConfigIsoContent {
+        manifest_json: manifest,
+        image_digest_mirror_set: idms,
+        extra_manifests: &inputs.extra_manifests,
+    })?;
+    let ic = &inputs.install_config;
+    let kubeconfig = pki::admin_kubeconfig(&id.crypto, &ic.metadata.name, &ic.base_domain)
+        .context("rendering auth/kubeconfig")?;
+    Ok(Rendered {
+        iso_tree,
+        timestamp,
+        kubeconfig,
+    })
+}
+
+fn write_outputs(dir: &Path, r: &Rendered, password: &str, origin: Origin) -> Result<Outputs> {
+    let iso = dir.join(config_iso::ISO_FILE_NAME);
+    config_iso::write_iso(&iso, &r.iso_tree, r.timestamp)?;
+    let auth = dir.join(AUTH_DIR);
+    ensure_dir(&auth, SECRET_DIR_MODE)?;
+    let kubeconfig = auth.join(KUBECONFIG_FILE);
+    write_atomic(&kubeconfig, r.kubeconfig.as_bytes(), SECRET_FILE_MODE, Clobber::Replace)?;
+    // No trailing newline, as the installer writes it (scripts read it verbatim).
+    let kubeadmin_password = auth.join(KUBEADMIN_PASSWORD_FILE);
+    write_atomic(&kubeadmin_password, password.as_bytes(), SECRET_FILE_MODE, Clobber::Replace)?;
+    Ok(Outputs {
+        iso,
+        kubeconfig,
+        kubeadmin_password,
+        identity: origin,
+    })
+}

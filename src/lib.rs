@@ -1,0 +1,15 @@
+//! ibi: image-based installation of single-node OpenShift.
+//!
+//! The binary (`main.rs`) is a thin shell over this library so integration tests, benchmarks and later the
+//! host agent can reuse every piece. Arrows point down: `commands` compose `config`, `iso9660`, `pki`,
+//! `reconfig` and `site`; the format modules know nothing of OpenShift.
+
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod config_iso;
+pub mod iso9660;
+pub mod pki;
+pub mod reconfig;
+pub mod site;
+pub mod util;

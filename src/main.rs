@@ -1,0 +1,20 @@
+//! The `ibi` binary: parse, set up logging, run, report. Everything else lives in the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = ibi::cli::Cli::parse();
+    if let Err(e) = ibi::util::logging::init(&cli.log_level) {
+        eprintln!("error: {e:#}");
+        return ExitCode::from(1);
+    }
+    match ibi::commands::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            ibi::commands::report_error(&e);
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Atomic file output. Every file ibi produces is written to a temp file in its final directory,
+//! given its final mode before any byte lands in it, fsynced and renamed: a crash or a failed step
+//! never leaves a partial file at a final path, and a secret never sits in a world-readable file.
+
+use std::fs::{self, File, Permissions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+/// Mode of files holding secrets (keys, pull secret, passwords).
+pub const SECRET_FILE_MODE: u32 = 0o600;
+/// Mode of directories holding secret files.
+pub const SECRET_DIR_MODE: u32 = 0o700;
+
+/// What to do when the final path already exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clobber {
+    Replace,
+    Refuse,
+}
+
+/// Writes `data` to `path` atomically with `mode`.
+pub fn write_atomic(path: &Path, data: &[u8], mode: u32, clobber: Clobber) -> Result<()> {
+    write_atomic_with(path, mode, clobber, |f| {
+        f.write_all(data).context("writing data")
+    })
+}
+
+/// Creates a temp file beside `path`, lets `fill` write it, then fsyncs and renames it into place.
+/// On any error the temp file is removed and `path` is untouched.
+pub fn write_atomic_with<F>(path: &Path, mode: u32, clobber: Clobber, fill: F) -> Result<()>
+where
+    F: FnOnce(&mut File) -> Result<()>,
+{
+    let dir = parent_dir(path);
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} has no file name", path.display()))?;
+    if clobber == Clobber::Refuse && path.symlink_metadata().is_ok() {
+        bail!("{} already exists (use --force to overwrite it)", path.display());
+    }
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{}.", name.to_string_lossy()))
+        .suffix(".tmp")
+        .permissions(Permissions::from_mode(mode))
+        .tempfile_in(dir)
+        .with_context(|| format!("creating a temp file in {}", dir.display()))?;
+    // The builder's mode is filtered by the umask; set it exactly before writing anything.
+    tmp.as_file()
+        .set_permissions(Permissions::from_mode(mode))
+        .with_context(|| format!("setting mode of the temp file for {}", path.display()))?;
+    fill(tmp.as_file_mut()).with_context(|| format!("writing {}", path.display()))?;
+    tmp.as_file()
+        .sync_all()
+        .with_context(|| format!("syncing {}", path.display()))?;
+    persist(tmp, path, clobber)?;
+    sync_dir(dir)
+}
+
+fn persist(tmp: tempfile::NamedTempFile, path: &Path, clobber: Clobber) -> Result<()> {
+    let result = match clobber {
+        Clobber::Replace => tmp.persist(path).map(drop),
+        Clobber::Refuse => tmp.persist_noclobber(path).map(drop),
+    };
+    result.map_err(|e| anyhow::Error::new(e.error)).with_context(|| {
+        format!("renaming the temp file to {}", path.display())
+    })
+}
+
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Makes the rename durable: without this a power loss can forget the new directory entry.
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing directory {}", dir.display()))
+}
+
+/// Creates `dir` (and missing parents) and makes sure it has exactly `mode`.
+pub fn ensure_dir(dir: &Path, mode: u32) -> Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)
+        .with_context(|| format!("creating directory {}", dir.display()))?;
+    fs::set_permissions(dir, Permissions::from_mode(mode))
+        .with_context(|| format!("setting mode {mode:o} on {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn writes_with_exact_mode_and_replaces() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("secret");
+        write_atomic(&p, b"one", 0o600, Clobber::Replace).unwrap();
+        write_atomic(&p, b"two", 0o600, Clobber::Replace).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert_eq!(fs::metadata(&p).unwrap().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn refuses_to_clobber_and_keeps_the_old_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.yaml");
+        write_atomic(&p, b"old", 0o600, Clobber::Refuse).unwrap();
+        let err = write_atomic(&p, b"new", 0o600, Clobber::Refuse).unwrap_err();
+        assert!(format!("{err:#}").contains("already exists (use --force"), "{err:#}");
+        assert_eq!(fs::read(&p).unwrap(), b"old");
+    }
+
+    #[test]
+    fn failure_leaves_no_file_and_no_temp() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out.iso");
+        let err = write_atomic_with(&p, 0o600, Clobber::Replace, |f| {
+            f.write_all(b"partial")?;
+            anyhow::bail!("boom")
+        })
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("boom"));
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 0, "no leftovers");
+    }
+
+    #[test]
+    fn ensure_dir_tightens_mode() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("auth");
+        fs::create_dir(&p).unwrap();
+        fs::set_permissions(&p, Permissions::from_mode(0o755)).unwrap();
+        ensure_dir(&p, 0o700).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().mode() & 0o777, 0o700);
+    }
+}
