@@ -100,8 +100,15 @@ mod tests {
 
     #[test]
     fn config_image_takes_dir_and_rotate_flag() {
-        let cli = Cli::try_parse_from(["ibi", "create", "config-image", "--dir", "/s", "--rotate-crypto"])
-            .expect("parses");
+        let cli = Cli::try_parse_from([
+            "ibi",
+            "create",
+            "config-image",
+            "--dir",
+            "/s",
+            "--rotate-crypto",
+        ])
+        .expect("parses");
         match cli.command {
             Command::Create(CreateCommand::ConfigImage(o)) => {
                 assert_eq!(o.dir.dir, PathBuf::from("/s"));

@@ -60,7 +60,8 @@ pub fn write_iso(path: &Path, tree: &IsoBuilder, timestamp: i64) -> Result<()> {
     };
     write_atomic_with(path, SECRET_FILE_MODE, Clobber::Replace, |f| {
         let mut w = std::io::BufWriter::new(f);
-        tree.write(&opts, &mut w).context("writing ISO 9660 image")?;
+        tree.write(&opts, &mut w)
+            .context("writing ISO 9660 image")?;
         w.flush().context("flushing ISO image")
     })
 }

@@ -192,7 +192,10 @@ fn crypto_retention(c: &SiteCrypto) -> KubeconfigCryptoRetention {
                     .kube_apiserver_service_network_signer
                     .key_pem
                     .clone(),
-                loadbalancer_external_signer_private_key: c.kube_apiserver_lb_signer.key_pem.clone(),
+                loadbalancer_external_signer_private_key: c
+                    .kube_apiserver_lb_signer
+                    .key_pem
+                    .clone(),
             },
             client_auth_crypto: ClientAuthCrypto {
                 admin_ca_certificate: c.admin_kubeconfig_signer.cert_pem.clone(),
@@ -265,7 +268,9 @@ mod tests {
         assert_eq!(chrony_config(&[]), "");
         let c = chrony_config(&["10.0.0.1".into(), "ntp.example.com".into()]);
         assert!(c.starts_with("\npool 0.rhel.pool.ntp.org iburst\n"));
-        assert!(c.ends_with("logdir /var/log/chrony\nserver 10.0.0.1 iburst\nserver ntp.example.com iburst"));
+        assert!(c.ends_with(
+            "logdir /var/log/chrony\nserver 10.0.0.1 iburst\nserver ntp.example.com iburst"
+        ));
     }
 
     #[test]
@@ -287,8 +292,14 @@ mod tests {
             assert_eq!(tb.user_ca_bundle, bundle, "{policy} {proxy}");
             let expect_name = if named { USER_CA_BUNDLE_CONFIGMAP } else { "" };
             let expect_bundle = if named { bundle } else { "" };
-            assert_eq!(tb.proxy_configmap_name, expect_name, "{bundle:?} {policy} {proxy}");
-            assert_eq!(tb.proxy_configmap_bundle, expect_bundle, "{bundle:?} {policy} {proxy}");
+            assert_eq!(
+                tb.proxy_configmap_name, expect_name,
+                "{bundle:?} {policy} {proxy}"
+            );
+            assert_eq!(
+                tb.proxy_configmap_bundle, expect_bundle,
+                "{bundle:?} {policy} {proxy}"
+            );
         }
     }
 
@@ -297,7 +308,10 @@ mod tests {
         let v = serde_json::to_value(trust_bundle("", "", false)).unwrap();
         let mut keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
         keys.sort();
-        assert_eq!(keys, ["proxyConfigmapBundle", "proxyConfigmapName", "userCaBundle"]);
+        assert_eq!(
+            keys,
+            ["proxyConfigmapBundle", "proxyConfigmapName", "userCaBundle"]
+        );
     }
 
     #[test]
@@ -307,7 +321,8 @@ mod tests {
             mirrors: vec!["mirror.example.com:5000/ocp/release".into()],
             source_policy: Some("NeverContactSource".into()),
         }];
-        let v: serde_json::Value = serde_json::from_slice(&image_digest_mirror_set(&src).unwrap()).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&image_digest_mirror_set(&src).unwrap()).unwrap();
         assert_eq!(v["kind"], "ImageDigestMirrorSet");
         assert_eq!(v["apiVersion"], "config.openshift.io/v1");
         assert_eq!(v["metadata"]["name"], "image-digest-mirror");

@@ -100,10 +100,18 @@ fn load(path: &Path) -> Result<Option<Identity>> {
     let id: Identity = serde_json::from_str(&text)
         .with_context(|| format!("{}: not a valid ibi identity file", path.display()))?;
     if id.version != IDENTITY_VERSION {
-        bail!("{}: version {} is not supported (expected {IDENTITY_VERSION})", path.display(), id.version);
+        bail!(
+            "{}: version {} is not supported (expected {IDENTITY_VERSION})",
+            path.display(),
+            id.version
+        );
     }
-    pki::verify_site_crypto(&id.crypto)
-        .with_context(|| format!("{}: stored crypto is inconsistent (use --rotate-crypto to replace it)", path.display()))?;
+    pki::verify_site_crypto(&id.crypto).with_context(|| {
+        format!(
+            "{}: stored crypto is inconsistent (use --rotate-crypto to replace it)",
+            path.display()
+        )
+    })?;
     Ok(Some(id))
 }
 
@@ -146,7 +154,14 @@ pub fn uuid_v4() -> Result<String> {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    Ok(format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32]))
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    ))
 }
 
 /// The installer's infra ID: the sanitised cluster name cut to 21 characters, a dash and five
@@ -160,7 +175,9 @@ pub fn infra_id(cluster_name: &str) -> Result<String> {
         // Rejection sampling keeps the draw uniform over the 27-character alphabet.
         let limit = 256 - 256 % INFRA_ID_ALPHABET.len();
         if usize::from(b[0]) < limit {
-            suffix.push(char::from(INFRA_ID_ALPHABET[usize::from(b[0]) % INFRA_ID_ALPHABET.len()]));
+            suffix.push(char::from(
+                INFRA_ID_ALPHABET[usize::from(b[0]) % INFRA_ID_ALPHABET.len()],
+            ));
         }
     }
     Ok(format!("{base}-{suffix}"))
@@ -169,7 +186,11 @@ pub fn infra_id(cluster_name: &str) -> Result<String> {
 fn infra_id_base(cluster_name: &str) -> String {
     let mut out = String::new();
     for c in cluster_name.chars() {
-        let c = if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' };
+        let c = if c.is_ascii_alphanumeric() || c == '-' {
+            c
+        } else {
+            '-'
+        };
         if !(c == '-' && out.ends_with('-')) {
             out.push(c);
         }
@@ -216,6 +237,9 @@ mod tests {
         let (base, suffix) = id.split_at(4);
         assert_eq!(base, "sno-");
         assert_eq!(suffix.len(), 5);
-        assert!(suffix.bytes().all(|c| INFRA_ID_ALPHABET.contains(&c)), "{id}");
+        assert!(
+            suffix.bytes().all(|c| INFRA_ID_ALPHABET.contains(&c)),
+            "{id}"
+        );
     }
 }

@@ -60,14 +60,27 @@ pub fn build(dir: &Path, rotate_crypto: bool) -> Result<Outputs> {
     if state.dirty {
         site::save(dir, &state.identity)?;
     }
-    write_outputs(dir, &rendered, &state.identity.kubeadmin_password, state.origin)
+    write_outputs(
+        dir,
+        &rendered,
+        &state.identity.kubeadmin_password,
+        state.origin,
+    )
 }
 
 fn render(inputs: &SiteInputs, id: &site::Identity, timestamp: i64) -> Result<Rendered> {
     let ibc = &inputs.image_based_config;
     // A cluster_id/infra_id given in image-based-config.yaml (IBIO does this) wins over ours.
-    let cluster_id = if ibc.cluster_id.is_empty() { &id.cluster_id } else { &ibc.cluster_id };
-    let infra_id = if ibc.infra_id.is_empty() { &id.infra_id } else { &ibc.infra_id };
+    let cluster_id = if ibc.cluster_id.is_empty() {
+        &id.cluster_id
+    } else {
+        &ibc.cluster_id
+    };
+    let infra_id = if ibc.infra_id.is_empty() {
+        &id.infra_id
+    } else {
+        &ibc.infra_id
+    };
     let manifest = SeedReconfiguration::build(
         inputs,
         &reconfig::Identity {
@@ -103,10 +116,20 @@ fn write_outputs(dir: &Path, r: &Rendered, password: &str, origin: Origin) -> Re
     let auth = dir.join(AUTH_DIR);
     ensure_dir(&auth, SECRET_DIR_MODE)?;
     let kubeconfig = auth.join(KUBECONFIG_FILE);
-    write_atomic(&kubeconfig, r.kubeconfig.as_bytes(), SECRET_FILE_MODE, Clobber::Replace)?;
+    write_atomic(
+        &kubeconfig,
+        r.kubeconfig.as_bytes(),
+        SECRET_FILE_MODE,
+        Clobber::Replace,
+    )?;
     // No trailing newline, as the installer writes it (scripts read it verbatim).
     let kubeadmin_password = auth.join(KUBEADMIN_PASSWORD_FILE);
-    write_atomic(&kubeadmin_password, password.as_bytes(), SECRET_FILE_MODE, Clobber::Replace)?;
+    write_atomic(
+        &kubeadmin_password,
+        password.as_bytes(),
+        SECRET_FILE_MODE,
+        Clobber::Replace,
+    )?;
     Ok(Outputs {
         iso,
         kubeconfig,

@@ -1,32 +1,130 @@
-//! PLACEHOLDER: replaced by the config module.
-use std::collections::BTreeMap;
-use serde::Serialize;
+//! The site inputs of `ibi create config-image`: `install-config.yaml`, `image-based-config.yaml` and the
+//! optional `extra-manifests/` directory.
+//!
+//! This module owns the input models, their strict decoding (unknown keys are errors, with line and column),
+//! the validation rules (every finding is collected so the user fixes all of them in one pass), the
+//! `image-based-config.yaml` template, and loading extra manifests. Parsers are pure (`parse_*` take `&str`);
+//! only [`load_site_inputs`] touches the filesystem.
+
+mod finding;
+mod image_based_config;
+mod install_config;
+mod manifests;
+mod net;
+mod nmstate_check;
+mod refs;
+mod rules;
+mod sshkey;
+mod template;
+mod validate_ic;
+
+use std::path::Path;
+
+use anyhow::Context;
+
+pub use finding::{Finding, ValidationError};
+pub use image_based_config::{
+    ImageBasedConfig, parse_image_based_config, validate_image_based_config,
+};
+pub use install_config::{
+    ImageContentSource, ImageDigestSource, InstallConfig, MachinePool, Metadata, Networking, Proxy,
+    parse_install_config,
+};
+pub use manifests::{ExtraManifest, load_extra_manifests};
+pub use template::IMAGE_BASED_CONFIG_TEMPLATE;
+pub use validate_ic::validate_install_config;
+
+use finding::Findings;
+
+/// The cluster-wide input, in the format `openshift-install` reads.
 pub const INSTALL_CONFIG_FILE: &str = "install-config.yaml";
+/// The per-host input of `openshift-install image-based create config-image`.
 pub const IMAGE_BASED_CONFIG_FILE: &str = "image-based-config.yaml";
+/// User manifests copied to `/extra-manifests/` of the config ISO; lifecycle-agent applies them after the
+/// cluster manifests.
 pub const EXTRA_MANIFESTS_DIR: &str = "extra-manifests";
-pub const IMAGE_BASED_CONFIG_TEMPLATE: &str = "";
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding { pub file: String, pub field: String, pub message: String }
-#[derive(Debug, thiserror::Error)]
-#[error("placeholder")]
-pub struct ValidationError { pub findings: Vec<Finding> }
-#[derive(Debug, Clone, Default)]
-pub struct Metadata { pub name: String }
-#[derive(Debug, Clone, Serialize, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct Proxy { pub http_proxy: String, pub https_proxy: String, pub no_proxy: String }
-#[derive(Debug, Clone, Default)]
-pub struct ImageDigestSource { pub source: String, pub mirrors: Vec<String>, pub source_policy: Option<String> }
-#[derive(Debug, Clone, Default)]
-pub struct InstallConfig { pub metadata: Metadata, pub base_domain: String, pub pull_secret: String, pub ssh_key: String, pub proxy: Option<Proxy>, pub additional_trust_bundle: String, pub additional_trust_bundle_policy: String }
-impl InstallConfig {
-    pub fn machine_network_cidrs(&self) -> Vec<String> { vec![] }
-    pub fn image_digest_sources(&self) -> Option<Vec<ImageDigestSource>> { None }
+
+/// Everything `create config-image` reads from the site directory, decoded and validated.
+#[derive(Debug, Clone)]
+pub struct SiteInputs {
+    pub install_config: InstallConfig,
+    pub image_based_config: ImageBasedConfig,
+    /// Sorted by file name.
+    pub extra_manifests: Vec<ExtraManifest>,
+    /// Non-fatal findings, rendered like findings (`file: field: message`).
+    pub warnings: Vec<String>,
 }
-#[derive(Debug, Clone, Default)]
-pub struct ImageBasedConfig { pub hostname: String, pub additional_ntp_sources: Vec<String>, pub release_registry: String, pub node_labels: BTreeMap<String, String>, pub cluster_id: String, pub infra_id: String }
-impl ImageBasedConfig { pub fn canonical_network_config(&self) -> anyhow::Result<Option<String>> { Ok(None) } }
-pub struct ExtraManifest { pub name: String, pub data: Vec<u8> }
-pub struct SiteInputs { pub install_config: InstallConfig, pub image_based_config: ImageBasedConfig, pub extra_manifests: Vec<ExtraManifest>, pub warnings: Vec<String> }
-pub fn load_site_inputs(_dir: &std::path::Path) -> anyhow::Result<SiteInputs> { anyhow::bail!("placeholder") }
-impl std::fmt::Display for Finding { fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { write!(f, "{}: {}: {}", self.file, self.field, self.message) } }
+
+/// Reads and validates the site directory `dir`.
+///
+/// Findings from both files and the extra manifests are collected and returned together as one
+/// [`ValidationError`] (downcast it from the `anyhow::Error`). Other I/O errors name the path.
+pub fn load_site_inputs(dir: &Path) -> anyhow::Result<SiteInputs> {
+    let mut findings = Vec::new();
+    let mut warnings = Vec::new();
+
+    let install_config = read_input(dir, INSTALL_CONFIG_FILE, &mut findings)?
+        .and_then(|text| collect(parse_install_config(&text), &mut findings));
+    if let Some(c) = &install_config {
+        let (f, w) = validate_install_config(c);
+        findings.extend(f);
+        warnings.extend(w);
+    }
+
+    let image_based_config = read_input(dir, IMAGE_BASED_CONFIG_FILE, &mut findings)?
+        .and_then(|text| collect(parse_image_based_config(&text), &mut findings));
+    if let Some(c) = &image_based_config {
+        let (f, w) = validate_image_based_config(c);
+        findings.extend(f);
+        warnings.extend(w);
+    }
+
+    let (extra_manifests, f, w) = load_extra_manifests(&dir.join(EXTRA_MANIFESTS_DIR))?;
+    findings.extend(f);
+    warnings.extend(w);
+    tracing::debug!(
+        "site {}: {} finding(s), {} warning(s), {} extra manifest(s)",
+        dir.display(),
+        findings.len(),
+        warnings.len(),
+        extra_manifests.len()
+    );
+
+    match (install_config, image_based_config) {
+        (Some(install_config), Some(image_based_config)) if findings.is_empty() => Ok(SiteInputs {
+            install_config,
+            image_based_config,
+            extra_manifests,
+            warnings,
+        }),
+        _ => Err(ValidationError { findings }.into()),
+    }
+}
+
+/// Reads `dir/name`; a missing file becomes a finding, any other I/O error an error naming the path.
+fn read_input(
+    dir: &Path,
+    name: &str,
+    findings: &mut Vec<Finding>,
+) -> anyhow::Result<Option<String>> {
+    let path = dir.join(name);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let mut f = Findings::new(name);
+            f.file_error(format!("file not found: {} is required", path.display()));
+            findings.extend(f.into_vec());
+            Ok(None)
+        }
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+fn collect<T>(r: Result<T, ValidationError>, findings: &mut Vec<Finding>) -> Option<T> {
+    r.map_err(|e| findings.extend(e.findings)).ok()
+}
+
+#[cfg(test)]
+mod site_tests;
+#[cfg(test)]
+mod tests;

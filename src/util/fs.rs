@@ -39,7 +39,10 @@ where
         .file_name()
         .with_context(|| format!("{} has no file name", path.display()))?;
     if clobber == Clobber::Refuse && path.symlink_metadata().is_ok() {
-        bail!("{} already exists (use --force to overwrite it)", path.display());
+        bail!(
+            "{} already exists (use --force to overwrite it)",
+            path.display()
+        );
     }
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{}.", name.to_string_lossy()))
@@ -64,9 +67,9 @@ fn persist(tmp: tempfile::NamedTempFile, path: &Path, clobber: Clobber) -> Resul
         Clobber::Replace => tmp.persist(path).map(drop),
         Clobber::Refuse => tmp.persist_noclobber(path).map(drop),
     };
-    result.map_err(|e| anyhow::Error::new(e.error)).with_context(|| {
-        format!("renaming the temp file to {}", path.display())
-    })
+    result
+        .map_err(|e| anyhow::Error::new(e.error))
+        .with_context(|| format!("renaming the temp file to {}", path.display()))
 }
 
 fn parent_dir(path: &Path) -> &Path {
@@ -115,7 +118,10 @@ mod tests {
         let p = d.path().join("t.yaml");
         write_atomic(&p, b"old", 0o600, Clobber::Refuse).unwrap();
         let err = write_atomic(&p, b"new", 0o600, Clobber::Refuse).unwrap_err();
-        assert!(format!("{err:#}").contains("already exists (use --force"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("already exists (use --force"),
+            "{err:#}"
+        );
         assert_eq!(fs::read(&p).unwrap(), b"old");
     }
 

@@ -1,0 +1,123 @@
+//! Validation findings: one problem in one field of one input file, and the collector the rules write to.
+//!
+//! Findings are rendered `file: field: message` so a user can jump from the message to the YAML key; the
+//! field path uses the YAML names (`compute[0].replicas`), not Rust names.
+
+use std::fmt;
+
+/// One problem found in an input file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The file, relative to the site directory (`install-config.yaml`, `extra-manifests/foo.yaml`).
+    pub file: String,
+    /// The YAML path of the field (`networking.machineNetwork[1].cidr`), or empty for the whole file.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.file, self.field, self.message)
+        }
+    }
+}
+
+/// Every finding of a validation pass; callers branch on this type (e.g. to print them one per line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ValidationError {
+    pub findings: Vec<Finding>,
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, finding) in self.findings.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{finding}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Collects findings and warnings for one file.
+#[derive(Debug)]
+pub(crate) struct Findings {
+    file: String,
+    pub(crate) errors: Vec<Finding>,
+    pub(crate) warnings: Vec<String>,
+}
+
+impl Findings {
+    pub(crate) fn new(file: impl Into<String>) -> Self {
+        Findings {
+            file: file.into(),
+            errors: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Records a finding about `field`.
+    pub(crate) fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(Finding {
+            file: self.file.clone(),
+            field: field.into(),
+            message: message.into(),
+        });
+    }
+
+    /// Records a finding about the whole file.
+    pub(crate) fn file_error(&mut self, message: impl Into<String>) {
+        self.add("", message);
+    }
+
+    /// Records a warning about `field`, rendered like a finding.
+    pub(crate) fn warn(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        let w = Finding {
+            file: self.file.clone(),
+            field: field.into(),
+            message: message.into(),
+        };
+        self.warnings.push(w.to_string());
+    }
+
+    pub(crate) fn into_vec(self) -> Vec<Finding> {
+        self.errors
+    }
+
+    pub(crate) fn into_parts(self) -> (Vec<Finding>, Vec<String>) {
+        (self.errors, self.warnings)
+    }
+}
+
+/// Strictly decodes a YAML document into `T`; a decode error becomes a finding with serde's message, which
+/// names the key path, line and column. An empty document (nothing but comments) is a finding unless
+/// `allow_empty`, in which case it decodes as `T::default()`.
+pub(crate) fn decode_strict<T: serde::de::DeserializeOwned + Default>(
+    file: &str,
+    text: &str,
+    allow_empty: bool,
+) -> Result<T, ValidationError> {
+    let fail = |message: String| {
+        let mut f = Findings::new(file);
+        f.file_error(message);
+        ValidationError {
+            findings: f.into_vec(),
+        }
+    };
+    match serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text) {
+        Ok(serde_yaml_ng::Value::Null) if allow_empty => return Ok(T::default()),
+        Ok(serde_yaml_ng::Value::Null) => return Err(fail("the file is empty".into())),
+        Ok(_) => {}
+        Err(e) => return Err(fail(format!("not valid YAML: {e}"))),
+    }
+    serde_yaml_ng::from_str::<T>(text).map_err(|e| fail(e.to_string()))
+}
+
+/// `"field[i]"`.
+pub(crate) fn idx(field: &str, i: usize) -> String {
+    format!("{field}[{i}]")
+}

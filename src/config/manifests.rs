@@ -1,0 +1,147 @@
+//! The optional `extra-manifests/` directory: user Kubernetes objects copied to `/extra-manifests/` of the
+//! config ISO, which lifecycle-agent applies after the cluster manifests.
+//!
+//! As in the installer, only top-level `*.yaml`, `*.yml` and `*.json` files are used, sorted by name. Unlike
+//! the installer, each is parsed here (multi-document YAML or JSON) so a broken manifest fails on the
+//! workstation instead of during post-pivot on the host. Long file names are fine: our ISO keeps them.
+
+use std::path::Path;
+
+use anyhow::Context;
+
+use super::EXTRA_MANIFESTS_DIR;
+use super::finding::{Finding, Findings};
+
+/// One extra manifest: its file name and bytes, copied verbatim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtraManifest {
+    pub name: String,
+    pub data: Vec<u8>,
+}
+
+const EXTENSIONS: &[&str] = &["yaml", "yml", "json"];
+
+/// Reads the manifests in `dir` (which may be absent); returns them sorted by name with the findings and
+/// warnings. I/O errors other than a missing directory are errors naming the path.
+pub fn load_extra_manifests(
+    dir: &Path,
+) -> anyhow::Result<(Vec<ExtraManifest>, Vec<Finding>, Vec<String>)> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => return Err(e).with_context(|| format!("reading directory {}", dir.display())),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.with_context(|| format!("reading directory {}", dir.display()))?;
+        names.push(entry.file_name());
+    }
+    names.sort();
+
+    let mut manifests = Vec::new();
+    let mut findings = Vec::new();
+    let mut warnings = Vec::new();
+    for name in names {
+        let rel = format!("{EXTRA_MANIFESTS_DIR}/{}", name.to_string_lossy());
+        let mut f = Findings::new(&rel);
+        if let Some(m) = load_one(dir, &name, &mut f)? {
+            manifests.push(m);
+        }
+        let (e, w) = f.into_parts();
+        findings.extend(e);
+        warnings.extend(w);
+    }
+    Ok((manifests, findings, warnings))
+}
+
+/// Reads and checks one directory entry; `None` when it is skipped or has findings.
+fn load_one(
+    dir: &Path,
+    name: &std::ffi::OsStr,
+    f: &mut Findings,
+) -> anyhow::Result<Option<ExtraManifest>> {
+    let path = dir.join(name);
+    let Some(name) = name.to_str() else {
+        f.warn("", "ignored: the file name is not valid UTF-8");
+        return Ok(None);
+    };
+    let meta = std::fs::metadata(&path).with_context(|| format!("reading {}", path.display()))?;
+    let ext = Path::new(name)
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or_default();
+    if !meta.is_file() || !EXTENSIONS.contains(&ext) {
+        f.warn(
+            "",
+            "ignored: only regular *.yaml, *.yml and *.json files are used",
+        );
+        return Ok(None);
+    }
+    let data = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let before = f.errors.len();
+    check_manifest(f, ext == "json", &data);
+    Ok((f.errors.len() == before).then(|| ExtraManifest {
+        name: name.to_string(),
+        data,
+    }))
+}
+
+/// Parses the file and checks that every document is a Kubernetes object (or a `List` of them).
+pub(crate) fn check_manifest(f: &mut Findings, json: bool, data: &[u8]) {
+    let docs = match parse_documents(json, data) {
+        Ok(d) => d,
+        Err(e) => {
+            f.file_error(e);
+            return;
+        }
+    };
+    let objects: Vec<(usize, serde_json::Value)> = docs
+        .into_iter()
+        .enumerate()
+        .filter(|(_, d)| !d.is_null())
+        .collect();
+    if objects.is_empty() {
+        f.warn("", "contains no Kubernetes objects");
+    }
+    for (i, doc) in objects {
+        check_object(f, i + 1, &doc);
+    }
+}
+
+fn parse_documents(json: bool, data: &[u8]) -> Result<Vec<serde_json::Value>, String> {
+    if json {
+        let v: serde_json::Value =
+            serde_json::from_slice(data).map_err(|e| format!("not valid JSON: {e}"))?;
+        return Ok(vec![v]);
+    }
+    let mut docs = Vec::new();
+    for (i, doc) in serde_yaml_ng::Deserializer::from_slice(data).enumerate() {
+        let v = serde::Deserialize::deserialize(doc)
+            .map_err(|e| format!("document {}: not valid YAML: {e}", i + 1))?;
+        docs.push(v);
+    }
+    Ok(docs)
+}
+
+fn check_object(f: &mut Findings, n: usize, doc: &serde_json::Value) {
+    let Some(obj) = doc.as_object() else {
+        f.file_error(format!(
+            "document {n}: not a Kubernetes object (expected a mapping)"
+        ));
+        return;
+    };
+    if let Some(items) = obj.get("items").and_then(|i| i.as_array()) {
+        for item in items {
+            check_object(f, n, item);
+        }
+        return;
+    }
+    for key in ["apiVersion", "kind"] {
+        let value = obj.get(key).and_then(|v| v.as_str()).unwrap_or_default();
+        if value.is_empty() {
+            f.file_error(format!(
+                "document {n}: not a Kubernetes object: {key} is missing"
+            ));
+        }
+    }
+}

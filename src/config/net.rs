@@ -1,0 +1,315 @@
+//! Small network-syntax helpers: CIDRs, IP addresses, DNS-1123 names and proxy URLs.
+//!
+//! These mirror the Kubernetes and Go standard-library rules the installer applies, written in-house so the
+//! config module needs no URL or IP-network crate.
+
+use std::fmt;
+use std::net::IpAddr;
+
+/// A parsed `address/prefix`, keeping the address as written (host bits may be set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cidr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl Cidr {
+    /// Parses `addr/prefix`; the prefix must be decimal digits within the family's bit length.
+    pub(crate) fn parse(s: &str) -> Result<Cidr, String> {
+        let (addr, prefix) = s
+            .split_once('/')
+            .ok_or_else(|| "not in CIDR notation (address/prefix)".to_string())?;
+        let addr: IpAddr = addr
+            .parse()
+            .map_err(|_| format!("{addr:?} is not an IP address"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix =
+            (!prefix.is_empty() && prefix.len() <= 3 && prefix.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| prefix.parse::<u8>().ok())
+                .flatten()
+                .filter(|p| *p <= max)
+                .ok_or_else(|| format!("invalid prefix length {prefix:?} (0-{max})"))?;
+        Ok(Cidr { addr, prefix })
+    }
+
+    /// The network address (host bits cleared).
+    pub(crate) fn network(&self) -> IpAddr {
+        match self.addr {
+            IpAddr::V4(a) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                IpAddr::V4((u32::from(a) & mask).into())
+            }
+            IpAddr::V6(a) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                IpAddr::V6((u128::from(a) & mask).into())
+            }
+        }
+    }
+
+    /// True when the two networks share an address.
+    pub(crate) fn overlaps(&self, other: &Cidr) -> bool {
+        if self.addr.is_ipv4() != other.addr.is_ipv4() {
+            return false;
+        }
+        let shorter = Cidr {
+            addr: other.addr,
+            prefix: self.prefix.min(other.prefix),
+        };
+        let mine = Cidr {
+            addr: self.addr,
+            prefix: shorter.prefix,
+        };
+        mine.network() == shorter.network()
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// Validates a CIDR used as a network: parseable, address specified, no host bits set.
+pub(crate) fn check_network_cidr(s: &str) -> Result<Cidr, String> {
+    let cidr = Cidr::parse(s).map_err(|e| format!("invalid CIDR {s:?}: {e}"))?;
+    if cidr.addr.is_unspecified() {
+        return Err(format!("invalid CIDR {s:?}: address must be specified"));
+    }
+    let network = Cidr {
+        addr: cidr.network(),
+        prefix: cidr.prefix,
+    };
+    if network.addr != cidr.addr {
+        return Err(format!("invalid network address {s:?}: expected {network}"));
+    }
+    Ok(cidr)
+}
+
+/// A DNS-1123 label: lower-case alphanumerics and `-`, starting and ending alphanumeric, at most 63.
+pub(crate) fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.first().is_some_and(alnum)
+        && b.last().is_some_and(alnum)
+        && b.iter().all(|c| alnum(c) || *c == b'-')
+}
+
+/// A DNS-1123 subdomain: dot-separated DNS-1123 labels, at most 253 characters.
+pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
+}
+
+/// A DNS-1123 subdomain, optionally with one trailing dot (a fully qualified name).
+pub(crate) fn is_domain_trailing_dot_ok(s: &str) -> bool {
+    is_dns1123_subdomain(s.strip_suffix('.').unwrap_or(s))
+}
+
+/// An IP address or a domain name (trailing dot allowed), as NTP servers are written.
+pub(crate) fn is_ip_or_domain(s: &str) -> bool {
+    s.parse::<IpAddr>().is_ok() || is_domain_trailing_dot_ok(s)
+}
+
+/// A host name as accepted in an image repository: DNS-style components of alphanumerics and inner `-`
+/// (upper case allowed, as in the docker reference grammar), or a bracketed IPv6 address.
+pub(crate) fn is_registry_host(s: &str) -> bool {
+    if let Some(inner) = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+        return inner.parse::<std::net::Ipv6Addr>().is_ok();
+    }
+    let component = |c: &str| {
+        let b = c.as_bytes();
+        !b.is_empty()
+            && b.first().is_some_and(u8::is_ascii_alphanumeric)
+            && b.last().is_some_and(u8::is_ascii_alphanumeric)
+            && b.iter().all(|x| x.is_ascii_alphanumeric() || *x == b'-')
+    };
+    !s.is_empty() && s.split('.').all(component)
+}
+
+/// Splits `host[:port]`; the port, if present, must be a number up to 65535.
+pub(crate) fn split_host_port(s: &str) -> Result<(&str, Option<u16>), String> {
+    let (host, port) = if s.starts_with('[') {
+        match s.find(']') {
+            Some(end) => (&s[..=end], s[end + 1..].strip_prefix(':')),
+            None => return Err("missing ']' in IPv6 host".into()),
+        }
+    } else {
+        match s.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (s, None),
+        }
+    };
+    let port = match port {
+        None => None,
+        Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => Some(
+            p.parse::<u16>()
+                .map_err(|_| format!("invalid port {p:?}"))?,
+        ),
+        Some(p) => return Err(format!("invalid port {p:?}")),
+    };
+    Ok((host, port))
+}
+
+/// The parts of a proxy URL that validation needs.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ProxyUrl<'a> {
+    pub scheme: &'a str,
+    pub host: &'a str,
+}
+
+/// Parses `scheme://[userinfo@]host[:port][/path]`. Error messages never repeat the URL, which may carry
+/// credentials.
+pub(crate) fn parse_proxy_url(s: &str) -> Result<ProxyUrl<'_>, String> {
+    let (scheme, rest) = s
+        .split_once("://")
+        .ok_or_else(|| "not a URL: expected scheme://host[:port]".to_string())?;
+    let scheme_ok = scheme
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic())
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
+    if !scheme_ok {
+        return Err("not a URL: invalid scheme".into());
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let (host, _port) = split_host_port(hostport).map_err(|e| format!("not a URL: {e}"))?;
+    if host.is_empty() {
+        return Err("not a URL: missing host".into());
+    }
+    let ip_ok = host.parse::<std::net::Ipv4Addr>().is_ok();
+    if !ip_ok && !is_registry_host(host) {
+        return Err("not a URL: invalid host".into());
+    }
+    Ok(ProxyUrl { scheme, host })
+}
+
+/// A `noProxy` element: a domain (leading `.` allowed, trailing `.` allowed, no wildcard), an IP or a CIDR.
+pub(crate) fn is_no_proxy_element(s: &str) -> bool {
+    let domain = s.strip_prefix('.').unwrap_or(s);
+    is_domain_trailing_dot_ok(domain) || s.parse::<IpAddr>().is_ok() || Cidr::parse(s).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_checks() {
+        let cases = [
+            ("10.0.0.0/16", Ok("10.0.0.0/16")),
+            ("2001:DB8::/32", Ok("2001:db8::/32")),
+            (
+                "0.0.0.0/0",
+                Err("invalid CIDR \"0.0.0.0/0\": address must be specified"),
+            ),
+            (
+                "10.0.0.1/16",
+                Err("invalid network address \"10.0.0.1/16\": expected 10.0.0.0/16"),
+            ),
+            (
+                "10.0.0.0/33",
+                Err("invalid CIDR \"10.0.0.0/33\": invalid prefix length \"33\" (0-32)"),
+            ),
+            (
+                "10.0.0.0",
+                Err("invalid CIDR \"10.0.0.0\": not in CIDR notation (address/prefix)"),
+            ),
+            (
+                "foo/8",
+                Err("invalid CIDR \"foo/8\": \"foo\" is not an IP address"),
+            ),
+            (
+                "0.0.0.0/8",
+                Err("invalid CIDR \"0.0.0.0/8\": address must be specified"),
+            ),
+            (
+                "10.0.0.0/+8",
+                Err("invalid CIDR \"10.0.0.0/+8\": invalid prefix length \"+8\" (0-32)"),
+            ),
+        ];
+        for (input, want) in cases {
+            let got = check_network_cidr(input).map(|c| c.to_string());
+            assert_eq!(got.as_deref().map_err(String::as_str), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn cidr_overlap() {
+        let c = |s| Cidr::parse(s).unwrap();
+        assert!(c("10.0.0.0/16").overlaps(&c("10.0.5.0/24")));
+        assert!(c("10.0.5.0/24").overlaps(&c("10.0.0.0/8")));
+        assert!(!c("10.0.0.0/16").overlaps(&c("10.1.0.0/16")));
+        assert!(!c("10.0.0.0/16").overlaps(&c("fd00::/8")));
+    }
+
+    #[test]
+    fn dns_names() {
+        for ok in ["a", "a-b", "0a", "x.example.com", "a.b.c."] {
+            assert!(is_domain_trailing_dot_ok(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "-a",
+            "a-",
+            "A",
+            "a..b",
+            "a_b",
+            ".a",
+            "*.a.com",
+            &"a".repeat(64),
+        ] {
+            assert!(!is_domain_trailing_dot_ok(bad), "{bad}");
+        }
+        assert!(is_dns1123_label(&"a".repeat(63)));
+        assert!(!is_dns1123_label("a.b"));
+    }
+
+    #[test]
+    fn proxy_urls() {
+        let ok = |s| parse_proxy_url(s).map(|u| (u.scheme, u.host));
+        assert_eq!(
+            ok("http://proxy.example.com:3128"),
+            Ok(("http", "proxy.example.com"))
+        );
+        assert_eq!(
+            ok("https://user:pw@10.0.0.1:8080/x"),
+            Ok(("https", "10.0.0.1"))
+        );
+        assert_eq!(ok("http://[fd00::1]:3128"), Ok(("http", "[fd00::1]")));
+        assert_eq!(
+            ok("localhost"),
+            Err("not a URL: expected scheme://host[:port]".into())
+        );
+        assert_eq!(ok("http://:3128"), Err("not a URL: missing host".into()));
+        assert_eq!(ok("http://a_b:3128"), Err("not a URL: invalid host".into()));
+        assert_eq!(
+            ok("http://a:99999"),
+            Err("not a URL: invalid port \"99999\"".into())
+        );
+    }
+
+    #[test]
+    fn no_proxy_elements() {
+        for ok in [
+            ".example.com",
+            "example.com.",
+            "10.0.0.1",
+            "10.0.0.0/8",
+            "fd00::/8",
+            "localhost",
+        ] {
+            assert!(is_no_proxy_element(ok), "{ok}");
+        }
+        for bad in ["*.example.com", "", "a b", "exa_mple.com"] {
+            assert!(!is_no_proxy_element(bad), "{bad}");
+        }
+    }
+}

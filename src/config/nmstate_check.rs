@@ -1,0 +1,132 @@
+//! The `networkConfig` of image-based-config.yaml: canonical (sorted-key) YAML for `raw_nm_state_config`,
+//! and validation the way `nmstatectl gc` does it, in-process with the `nmstate` crate.
+//!
+//! The installer writes the network config to a file and runs `nmstatectl gc` on it; we parse the same YAML
+//! into `nmstate::NetworkState` and generate the NetworkManager keyfiles in memory, so a config that
+//! lifecycle-agent's `nmstatectl apply` would reject fails here, on the workstation.
+
+use anyhow::Context;
+use serde_json::{Map, Value};
+
+/// The nmstate YAML with keys sorted at every level; deterministic for the same input.
+pub(crate) fn canonical_yaml(config: &Value) -> anyhow::Result<String> {
+    serde_yaml_ng::to_string(&sorted(config)).context("serializing networkConfig as YAML")
+}
+
+/// A copy of `v` whose maps hold their keys in sorted order (serde_json keeps insertion order here, because
+/// nmstate enables its `preserve_order` feature).
+fn sorted(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), sorted(v)))
+                    .collect::<Map<_, _>>(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Parses the canonical YAML as nmstate state and generates NetworkManager keyfiles from it; the error is
+/// nmstate's message.
+pub(crate) fn check(config: &Value) -> Result<(), String> {
+    let yaml = canonical_yaml(config).map_err(|e| format!("{e:#}"))?;
+    let state =
+        nmstate::NetworkState::new_from_yaml(&yaml).map_err(|e| strip_position(&e.to_string()))?;
+    let confs = state.gen_conf().map_err(|e| e.to_string())?;
+    for (backend, files) in &confs {
+        for (name, _) in files {
+            tracing::debug!("networkConfig: {backend} would write {name}");
+        }
+    }
+    Ok(())
+}
+
+/// Drops a trailing " at line L column C": it points into the re-serialized YAML, not the user's file.
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(pos) if msg[pos..].contains(" column ") => msg[..pos].to_string(),
+        _ => msg.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn yaml(s: &str) -> Value {
+        serde_yaml_ng::from_str(s).unwrap()
+    }
+
+    const ETH0: &str = "interfaces:\n- name: eth0\n  type: ethernet\n  state: up\n";
+
+    #[test]
+    fn canonical_sorts_keys_at_every_level() {
+        let v = yaml(
+            "routes: {config: []}\ninterfaces:\n- state: up\n  name: eth0\n  ipv4: {enabled: true, address: []}\n",
+        );
+        let want = "interfaces:\n- ipv4:\n    address: []\n    enabled: true\n  name: eth0\n  state: up\nroutes:\n  config: []\n";
+        assert_eq!(canonical_yaml(&v).unwrap(), want);
+    }
+
+    #[test]
+    fn nmstate_accepts_and_rejects() {
+        let ip = |addr: &str, prefix: u32| {
+            format!(
+                "{ETH0}  ipv4:\n    enabled: true\n    dhcp: false\n    address:\n    - ip: {addr}\n      prefix-length: {prefix}\n"
+            )
+        };
+        let cases: Vec<(String, Result<(), &str>)> = vec![
+            (ETH0.to_string(), Ok(())),
+            (ip("192.168.122.2", 23), Ok(())),
+            // nmstate keeps an unknown interface type as an opaque one; nmstatectl gc accepts it too.
+            (
+                "interfaces:\n- name: eth0\n  type: foo\n  state: up\n".into(),
+                Ok(()),
+            ),
+            (
+                ip("300.1.1.1", 24),
+                Err("InvalidArgument: Invalid YAML string: interfaces: invalid IP address syntax"),
+            ),
+            (
+                ip("10.1.1.1", 99),
+                Err(
+                    "InvalidArgument: Invalid IPv4 network prefix length '99', should be in the range of 0 to 32",
+                ),
+            ),
+            (
+                format!("{ETH0}  bogus: 1\n"),
+                Err("InvalidArgument: Invalid YAML string: interfaces: unknown field `bogus`"),
+            ),
+            (
+                "interfaces:\n- name: eth0\n  type: ethernet\n  state: sideways\n".into(),
+                Err(
+                    "InvalidArgument: Invalid YAML string: interfaces: unknown variant `sideways`, expected one of `up`, `down`, `absent`, `unknown`, `ignore`",
+                ),
+            ),
+            (
+                "interfaces:\n- name: eth0.10\n  type: vlan\n  state: up\n  vlan: {id: 10}\n"
+                    .into(),
+                Err("InvalidArgument: Missing 'vlan.base-iface' for interface 'eth0.10'"),
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                check(&yaml(&input)),
+                want.map_err(str::to_string),
+                "{input}"
+            );
+        }
+    }
+
+    #[test]
+    fn strip_position_only_strips_positions() {
+        assert_eq!(strip_position("x: bad at line 2 column 1"), "x: bad");
+        assert_eq!(strip_position("look at line up"), "look at line up");
+    }
+}

@@ -1,0 +1,131 @@
+//! A minimal authorized_keys parser: enough to tell a public key from a pasted private key, a truncated
+//! line or a mislabeled blob, without an SSH crate.
+//!
+//! A line is `[options] keytype base64-blob [comment]`; the blob is SSH wire format and starts with a
+//! length-prefixed string that repeats the key type.
+
+/// Key types OpenSSH accepts in authorized_keys (plain and certificate forms).
+const KEY_TYPES: &[&str] = &[
+    "ssh-rsa",
+    "ssh-dss",
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+    "sk-ssh-ed25519@openssh.com",
+    "ssh-rsa-cert-v01@openssh.com",
+    "ssh-dss-cert-v01@openssh.com",
+    "ssh-ed25519-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp256-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp384-cert-v01@openssh.com",
+    "ecdsa-sha2-nistp521-cert-v01@openssh.com",
+    "sk-ecdsa-sha2-nistp256-cert-v01@openssh.com",
+    "sk-ssh-ed25519-cert-v01@openssh.com",
+];
+
+/// Checks every non-empty, non-comment line of `text`; returns one message per bad line (1-based numbers).
+pub(crate) fn check_authorized_keys(text: &str) -> Vec<String> {
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| (i + 1, line.trim()))
+        .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
+        .filter_map(|(n, line)| check_line(line).err().map(|e| format!("line {n}: {e}")))
+        .collect()
+}
+
+fn check_line(line: &str) -> Result<(), String> {
+    if line.starts_with("-----BEGIN") {
+        return Err(
+            "this is a PEM block (a private key?), not an authorized_keys public key".into(),
+        );
+    }
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    // Options come first when present, so the key type is the first field naming a known type.
+    let Some(pos) = fields.iter().position(|f| KEY_TYPES.contains(f)) else {
+        let first = fields.first().copied().unwrap_or_default();
+        return Err(format!("unknown key type {:?}", truncate(first)));
+    };
+    let key_type = fields[pos];
+    let blob = fields
+        .get(pos + 1)
+        .ok_or_else(|| format!("{key_type} key has no key data"))?;
+    let bytes = openssl::base64::decode_block(blob)
+        .map_err(|_| format!("{key_type} key data is not valid base64"))?;
+    match wire_string(&bytes) {
+        Some(inner) if inner == key_type.as_bytes() => Ok(()),
+        Some(inner) => Err(format!(
+            "key data is for {:?}, not {key_type:?}",
+            truncate(&String::from_utf8_lossy(inner))
+        )),
+        None => Err(format!("{key_type} key data is truncated")),
+    }
+}
+
+/// The first SSH wire-format string: a 4-byte big-endian length, then that many bytes.
+fn wire_string(b: &[u8]) -> Option<&[u8]> {
+    let len = u32::from_be_bytes(b.get(..4)?.try_into().ok()?);
+    b.get(4..4 + usize::try_from(len).ok()?)
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(40).collect()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A syntactically valid ed25519 public key (32 zero bytes as the key).
+    pub(crate) fn ed25519_key() -> String {
+        let mut blob = Vec::new();
+        for part in [b"ssh-ed25519".as_slice(), &[0u8; 32]] {
+            blob.extend_from_slice(&u32::try_from(part.len()).unwrap().to_be_bytes());
+            blob.extend_from_slice(part);
+        }
+        format!(
+            "ssh-ed25519 {} user@host",
+            openssl::base64::encode_block(&blob)
+        )
+    }
+
+    #[test]
+    fn lines() {
+        let good = ed25519_key();
+        let blob = good.split(' ').nth(1).unwrap().to_string();
+        let cases = [
+            (good.clone(), vec![]),
+            (format!("# comment\n\n{good}\n"), vec![]),
+            (format!("no-pty,command=\"x y\" {good}"), vec![]),
+            (
+                format!("{good}\nssh-foo AAAA"),
+                vec!["line 2: unknown key type \"ssh-foo\""],
+            ),
+            (
+                "ssh-rsa".to_string(),
+                vec!["line 1: ssh-rsa key has no key data"],
+            ),
+            (
+                "ssh-rsa !!!".to_string(),
+                vec!["line 1: ssh-rsa key data is not valid base64"],
+            ),
+            (
+                format!("ssh-rsa {blob}"),
+                vec!["line 1: key data is for \"ssh-ed25519\", not \"ssh-rsa\""],
+            ),
+            (
+                "ssh-rsa AAAA".to_string(),
+                vec!["line 1: ssh-rsa key data is truncated"],
+            ),
+            (
+                "-----BEGIN OPENSSH PRIVATE KEY-----".to_string(),
+                vec![
+                    "line 1: this is a PEM block (a private key?), not an authorized_keys public key",
+                ],
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(check_authorized_keys(&input), want, "{input}");
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! End-to-end tests of `ibi create config-image` on the bundled example: the ISO read back with our
+//! own reader and with xorriso, bsdtar and blkid; file modes; determinism; identity reuse; and the
+//! crypto relations checked with the openssl CLI.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+
+use common::*;
+use ibi::iso9660::IsoReader;
+use serde_json::Value;
+
+const LONG_NAME_LEN: usize = 100;
+
+fn long_manifest_name() -> String {
+    let stem = "a".repeat(LONG_NAME_LEN - "-long-name.yaml".len());
+    format!("{stem}-long-name.yaml")
+}
+
+fn read_iso(path: &Path) -> IsoReader<fs::File> {
+    IsoReader::open(fs::File::open(path).expect("open iso")).expect("parse iso")
+}
+
+fn manifest_of(dir: &Path) -> Value {
+    let mut iso = read_iso(&dir.join("imagebasedconfig.iso"));
+    let bytes = iso
+        .read_file("cluster-configuration/manifest.json")
+        .expect("manifest.json");
+    serde_json::from_slice(&bytes).expect("manifest.json is JSON")
+}
+
+#[test]
+fn example_builds_all_outputs_with_secret_modes() {
+    let site = copy_example();
+    let out = config_image(site.path(), &[]);
+    assert_ok(&out);
+    let d = site.path();
+    for f in [
+        "imagebasedconfig.iso",
+        "auth/kubeconfig",
+        "auth/kubeadmin-password",
+        ".ibi/identity.json",
+    ] {
+        assert_eq!(mode(&d.join(f)), 0o600, "{f}");
+    }
+    for dir in ["auth", ".ibi"] {
+        assert_eq!(mode(&d.join(dir)), 0o700, "{dir}");
+    }
+    // Inputs are never consumed.
+    for f in ["install-config.yaml", "image-based-config.yaml"] {
+        assert!(d.join(f).exists(), "{f} was deleted");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("imagebasedconfig.iso"), "{stdout}");
+    let pw = fs::read_to_string(d.join("auth/kubeadmin-password")).unwrap();
+    assert_eq!(pw.len(), 23, "no trailing newline: {pw:?}");
+}
+
+#[test]
+fn iso_tree_label_and_long_name_with_own_reader() {
+    let site = copy_example();
+    let long = long_manifest_name();
+    fs::write(
+        site.path().join("extra-manifests").join(&long),
+        "kind: ConfigMap\napiVersion: v1\n",
+    )
+    .unwrap();
+    assert_ok(&config_image(site.path(), &[]));
+    let mut iso = read_iso(&site.path().join("imagebasedconfig.iso"));
+    assert_eq!(iso.volume_id(), "cluster-config");
+    let entries = iso.walk().expect("walk");
+    let paths: Vec<(String, bool)> = entries.iter().map(|e| (e.path.clone(), e.is_dir)).collect();
+    let want_dirs = [
+        "cluster-configuration",
+        "cluster-configuration/manifests",
+        "extra-manifests",
+    ];
+    for d in want_dirs {
+        assert!(
+            paths.contains(&(d.to_string(), true)),
+            "missing dir {d}: {paths:?}"
+        );
+    }
+    let want_files = [
+        "cluster-configuration/manifest.json".to_string(),
+        "cluster-configuration/manifests/image-digest-mirror-set.json".to_string(),
+        format!("extra-manifests/{long}"),
+        "extra-manifests/50-site-a17-configmap-with-a-name-longer-than-thirty-characters.yaml"
+            .to_string(),
+    ];
+    for f in &want_files {
+        assert!(
+            paths.contains(&(f.clone(), false)),
+            "missing file {f}: {paths:?}"
+        );
+    }
+    assert_eq!(
+        paths.len(),
+        want_dirs.len() + want_files.len(),
+        "unexpected entries: {paths:?}"
+    );
+    let data = iso.read_file(&format!("extra-manifests/{long}")).unwrap();
+    assert_eq!(data, b"kind: ConfigMap\napiVersion: v1\n");
+    let manifest_mode = entries
+        .iter()
+        .find(|e| e.path.ends_with("manifest.json"))
+        .and_then(|e| e.mode);
+    assert_eq!(manifest_mode.map(|m| m & 0o777), Some(0o600));
+}
+
+#[test]
+fn manifests_dir_exists_without_mirrors_and_idms_is_absent() {
+    let site = copy_example();
+    let ic = site.path().join("install-config.yaml");
+    let text = fs::read_to_string(&ic).unwrap();
+    let start = text.find("imageDigestSources:").unwrap();
+    let end = text.find("pullSecret:").unwrap();
+    fs::write(&ic, format!("{}{}", &text[..start], &text[end..])).unwrap();
+    fs::remove_dir_all(site.path().join("extra-manifests")).unwrap();
+    assert_ok(&config_image(site.path(), &[]));
+    let mut iso = read_iso(&site.path().join("imagebasedconfig.iso"));
+    let entries = iso.walk().unwrap();
+    let paths: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+    assert!(
+        paths.contains(&"cluster-configuration/manifests"),
+        "{paths:?}"
+    );
+    assert!(
+        !paths
+            .iter()
+            .any(|p| p.ends_with("image-digest-mirror-set.json")),
+        "{paths:?}"
+    );
+}
+
+#[test]
+fn xorriso_bsdtar_and_blkid_agree() {
+    let test = "xorriso_bsdtar_and_blkid_agree";
+    if !(tool("xorriso", test) && tool("bsdtar", test) && tool("blkid", test)) {
+        return;
+    }
+    let site = copy_example();
+    let long = long_manifest_name();
+    fs::write(site.path().join("extra-manifests").join(&long), "{}\n").unwrap();
+    assert_ok(&config_image(site.path(), &[]));
+    let iso = site.path().join("imagebasedconfig.iso");
+    let iso_s = iso.to_str().unwrap();
+
+    let label = run_tool("blkid", &["-p", "-o", "value", "-s", "LABEL", iso_s]);
+    assert_eq!(label.trim_end(), "cluster-config");
+    let kind = run_tool("blkid", &["-p", "-o", "value", "-s", "TYPE", iso_s]);
+    assert_eq!(kind.trim_end(), "iso9660");
+
+    let listing = run_tool("bsdtar", &["-tf", iso_s]);
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.trim_end_matches('/') == format!("extra-manifests/{long}")),
+        "{listing}"
+    );
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.trim_end_matches('/') == "cluster-configuration/manifests"),
+        "{listing}"
+    );
+
+    let out = tempfile::tempdir().unwrap();
+    let out_s = out.path().to_str().unwrap();
+    run_tool(
+        "xorriso",
+        &["-osirrox", "on", "-indev", iso_s, "-extract", "/", out_s],
+    );
+    let extracted =
+        fs::read(out.path().join("extra-manifests").join(&long)).expect("long name via xorriso");
+    assert_eq!(extracted, b"{}\n");
+    assert!(out.path().join("cluster-configuration/manifests").is_dir());
+    let manifest = fs::read(out.path().join("cluster-configuration/manifest.json")).unwrap();
+    let v: Value = serde_json::from_slice(&manifest).unwrap();
+    assert_eq!(v["api_version"], 1);
+
+    let pvd = run_tool("xorriso", &["-indev", iso_s, "-pvd_info"]);
+    assert!(pvd.contains("Volume Id    : cluster-config"), "{pvd}");
+}
+
+#[test]
+fn same_inputs_identity_and_epoch_give_identical_iso() {
+    let a = copy_example();
+    assert_ok(&config_image(a.path(), &[]));
+    let first = fs::read(a.path().join("imagebasedconfig.iso")).unwrap();
+    assert_ok(&config_image(a.path(), &[]));
+    let second = fs::read(a.path().join("imagebasedconfig.iso")).unwrap();
+    assert!(first == second, "rebuild in place differs");
+    // A copy of the site, identity included, elsewhere: same bytes.
+    let b = tempfile::tempdir().unwrap();
+    copy_tree(a.path(), b.path());
+    fs::remove_file(b.path().join("imagebasedconfig.iso")).unwrap();
+    assert_ok(&config_image(b.path(), &[]));
+    assert!(
+        first == fs::read(b.path().join("imagebasedconfig.iso")).unwrap(),
+        "copied site differs"
+    );
+    // A different epoch changes the image, so the test above is not vacuous.
+    let d = a.path().to_str().unwrap();
+    let out = ibi(
+        &["create", "config-image", "--dir", d],
+        &[("SOURCE_DATE_EPOCH", "1700000999")],
+    );
+    assert_ok(&out);
+    assert!(first != fs::read(a.path().join("imagebasedconfig.iso")).unwrap());
+}
+
+#[test]
+fn identity_is_reused_and_rotated_on_request() {
+    let site = copy_example();
+    let d = site.path();
+    assert_ok(&config_image(d, &[]));
+    let kc1 = fs::read(d.join("auth/kubeconfig")).unwrap();
+    let pw1 = fs::read(d.join("auth/kubeadmin-password")).unwrap();
+    let m1 = manifest_of(d);
+    // Fix an NTP server and rebuild: kubeconfig, password, ids and keys stay.
+    let ibc = d.join("image-based-config.yaml");
+    let text = fs::read_to_string(&ibc)
+        .unwrap()
+        .replace("192.168.122.1\n  ", "192.168.122.2\n  ");
+    fs::write(&ibc, text).unwrap();
+    assert_ok(&config_image(d, &[]));
+    let m2 = manifest_of(d);
+    assert_eq!(fs::read(d.join("auth/kubeconfig")).unwrap(), kc1);
+    assert_eq!(fs::read(d.join("auth/kubeadmin-password")).unwrap(), pw1);
+    for k in [
+        "cluster_id",
+        "infra_id",
+        "kubeadmin_password_hash",
+        "KubeconfigCryptoRetention",
+    ] {
+        assert_eq!(m1[k], m2[k], "{k} changed on rebuild");
+    }
+    assert_ne!(
+        m1["chrony_config"], m2["chrony_config"],
+        "the edit took effect"
+    );
+    assert_ok(&config_image(d, &["--rotate-crypto"]));
+    let m3 = manifest_of(d);
+    assert_ne!(fs::read(d.join("auth/kubeconfig")).unwrap(), kc1);
+    assert_ne!(fs::read(d.join("auth/kubeadmin-password")).unwrap(), pw1);
+    assert_ne!(
+        m1["KubeconfigCryptoRetention"],
+        m3["KubeconfigCryptoRetention"]
+    );
+    assert_eq!(
+        m1["cluster_id"], m3["cluster_id"],
+        "rotation keeps the cluster identity"
+    );
+}
+
+#[test]
+fn given_cluster_and_infra_ids_win() {
+    let site = copy_example();
+    let ibc = site.path().join("image-based-config.yaml");
+    let mut text = fs::read_to_string(&ibc).unwrap();
+    text.push_str("cluster_id: 3f1c7a4e-2b8d-4c6f-9e0a-5d7b1c2e3f40\ninfra_id: sno-a17-given\n");
+    fs::write(&ibc, text).unwrap();
+    assert_ok(&config_image(site.path(), &[]));
+    let m = manifest_of(site.path());
+    assert_eq!(m["cluster_id"], "3f1c7a4e-2b8d-4c6f-9e0a-5d7b1c2e3f40");
+    assert_eq!(m["infra_id"], "sno-a17-given");
+}
+
+#[test]
+fn bad_inputs_report_every_finding_and_write_nothing() {
+    let site = copy_example();
+    let d = site.path();
+    let ic = d.join("install-config.yaml");
+    let text = fs::read_to_string(&ic)
+        .unwrap()
+        .replace("  replicas: 1\n", "  replicas: 3\n");
+    fs::write(&ic, text).unwrap();
+    let ibc = d.join("image-based-config.yaml");
+    let text = fs::read_to_string(&ibc)
+        .unwrap()
+        .replace("  - 192.168.122.1\n", "  - not_a_host!\n");
+    fs::write(&ibc, text).unwrap();
+    let out = config_image(d, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert!(
+        lines.iter().any(
+            |l| l.starts_with("error: install-config.yaml: controlPlane.replicas: ")
+                && l.contains('3')
+        ),
+        "{err}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("error: image-based-config.yaml: additionalNTPSources")),
+        "{err}"
+    );
+    for f in ["imagebasedconfig.iso", "auth", ".ibi"] {
+        assert!(!d.join(f).exists(), "{f} written despite bad input");
+    }
+}
+
+#[test]
+fn unknown_key_is_rejected_with_line_and_column() {
+    let site = copy_example();
+    let ibc = site.path().join("image-based-config.yaml");
+    let mut text = fs::read_to_string(&ibc).unwrap();
+    text.push_str("hostnme: typo\n");
+    fs::write(&ibc, text).unwrap();
+    let out = config_image(site.path(), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("image-based-config.yaml") && err.contains("hostnme"),
+        "{err}"
+    );
+    assert!(err.contains("line") && err.contains("column"), "{err}");
+}
+
+#[test]
+fn secrets_never_reach_the_log() {
+    let site = copy_example();
+    let d = site.path().to_str().unwrap();
+    let out = ibi(
+        &["--log-level", "trace", "create", "config-image", "--dir", d],
+        &[],
+    );
+    assert_ok(&out);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !log.is_empty(),
+        "trace logging produced nothing, so this test would prove nothing"
+    );
+    let pw = fs::read_to_string(site.path().join("auth/kubeadmin-password")).unwrap();
+    for secret in [
+        pw.as_str(),
+        "PRIVATE KEY",
+        "ZXhhbXBsZTpub3QtYS1yZWFsLXBhc3N3b3Jk",
+        "$2a$10$",
+    ] {
+        assert!(!log.contains(secret), "secret {secret:?} in log:\n{log}");
+    }
+}
+
+#[test]
+fn config_template_is_private_and_not_clobbered() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    assert_ok(&ibi(&["create", "config-template", "--dir", d], &[]));
+    let p = dir.path().join("image-based-config.yaml");
+    assert_eq!(mode(&p), 0o600);
+    let text = fs::read_to_string(&p).unwrap();
+    assert!(text.contains("kind: ImageBasedConfig"), "{text}");
+    fs::write(&p, "edited").unwrap();
+    let out = ibi(&["create", "config-template", "--dir", d], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already exists"));
+    assert_eq!(fs::read_to_string(&p).unwrap(), "edited");
+    assert_ok(&ibi(
+        &["create", "config-template", "--dir", d, "--force"],
+        &[],
+    ));
+    assert_eq!(fs::read_to_string(&p).unwrap(), text);
+}
+
+#[test]
+fn image_verbs_say_not_yet_implemented() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    for verb in ["image", "image-config-template"] {
+        let out = ibi(&["create", verb, "--dir", d], &[]);
+        assert_eq!(out.status.code(), Some(1), "{verb}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("not yet implemented"),
+            "{verb}"
+        );
+    }
+}
+
+#[test]
+fn version_and_completions() {
+    let out = ibi(&["--version"], &[]);
+    assert_ok(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("ibi "));
+    let out = ibi(&["completion", "bash"], &[]);
+    assert_ok(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("config-image"));
+}
