@@ -145,7 +145,7 @@ fn proxy_and_trust_bundle_policy_reach_the_manifest() {
     });
     assert_eq!(
         m["proxy"],
-        serde_json::json!({"httpProxy": "http://proxy.example.com:3128", "httpsProxy": "", "noProxy": ".example.com,10.0.0.0/8"})
+        serde_json::json!({"httpProxy": "http://proxy.example.com:3128", "noProxy": ".example.com,10.0.0.0/8"})
     );
     let tb = &m["additionalTrustBundle"];
     assert_eq!(
