@@ -142,7 +142,8 @@ fn xorriso_bsdtar_and_blkid_agree() {
     }
     let site = copy_example();
     let long = long_manifest_name();
-    fs::write(site.path().join("extra-manifests").join(&long), "{}\n").unwrap();
+    let cm = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"long"}}"#;
+    fs::write(site.path().join("extra-manifests").join(&long), cm).unwrap();
     assert_ok(&config_image(site.path(), &[]));
     let iso = site.path().join("imagebasedconfig.iso");
     let iso_s = iso.to_str().unwrap();
@@ -174,7 +175,7 @@ fn xorriso_bsdtar_and_blkid_agree() {
     );
     let extracted =
         fs::read(out.path().join("extra-manifests").join(&long)).expect("long name via xorriso");
-    assert_eq!(extracted, b"{}\n");
+    assert_eq!(extracted, cm.as_bytes());
     assert!(out.path().join("cluster-configuration/manifests").is_dir());
     let manifest = fs::read(out.path().join("cluster-configuration/manifest.json")).unwrap();
     let v: Value = serde_json::from_slice(&manifest).unwrap();
@@ -221,9 +222,10 @@ fn identity_is_reused_and_rotated_on_request() {
     let m1 = manifest_of(d);
     // Fix an NTP server and rebuild: kubeconfig, password, ids and keys stay.
     let ibc = d.join("image-based-config.yaml");
-    let text = fs::read_to_string(&ibc)
-        .unwrap()
-        .replace("192.168.122.1\n  ", "192.168.122.2\n  ");
+    let text = fs::read_to_string(&ibc).unwrap().replace(
+        "  - 192.168.122.1\nnodeLabels",
+        "  - 192.168.122.2\nnodeLabels",
+    );
     fs::write(&ibc, text).unwrap();
     assert_ok(&config_image(d, &[]));
     let m2 = manifest_of(d);
