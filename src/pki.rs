@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use cert::{Issued, Subject};
 pub use kubeconfig::{admin_kubeconfig, api_server_url};
-pub use password::{generate_kubeadmin_password, hash_kubeadmin_password};
+pub use password::{generate_kubeadmin_password, hash_kubeadmin_password, random_chars};
 
 /// Installer asset names. The first four double as CNs, and recert's `use_key_rules` match the
 /// serving-signer CNs (lifecycle-agent.md §2.2), so they must not drift.

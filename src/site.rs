@@ -168,18 +168,7 @@ pub fn uuid_v4() -> Result<String> {
 /// random characters.
 pub fn infra_id(cluster_name: &str) -> Result<String> {
     let base = infra_id_base(cluster_name);
-    let mut suffix = String::with_capacity(5);
-    while suffix.len() < 5 {
-        let mut b = [0u8; 1];
-        openssl::rand::rand_bytes(&mut b).context("drawing random bytes for infra_id")?;
-        // Rejection sampling keeps the draw uniform over the 27-character alphabet.
-        let limit = 256 - 256 % INFRA_ID_ALPHABET.len();
-        if usize::from(b[0]) < limit {
-            suffix.push(char::from(
-                INFRA_ID_ALPHABET[usize::from(b[0]) % INFRA_ID_ALPHABET.len()],
-            ));
-        }
-    }
+    let suffix = pki::random_chars(INFRA_ID_ALPHABET, 5).context("drawing the infra_id suffix")?;
     Ok(format!("{base}-{suffix}"))
 }
 

@@ -11,36 +11,44 @@ const PASSWORD_LEN: usize = 23;
 const DASH_AT: [usize; 3] = [5, 11, 17];
 /// Go's bcrypt.DefaultCost; recert and the oauth server accept any cost, but 10 is what the installer writes.
 const BCRYPT_COST: u32 = 10;
-/// Bytes at or above this are rejected so that `byte % 58` is uniform (232 = 4 × 58).
-const ACCEPT_BELOW: usize = 256 - 256 % ALPHABET.len();
 
 /// Generates a fresh kubeadmin password (23 characters, dashes at 5, 11 and 17) from OpenSSL's CSPRNG.
 pub fn generate_kubeadmin_password() -> Result<String> {
+    let chars = random_chars(ALPHABET, PASSWORD_LEN - DASH_AT.len())
+        .context("drawing random bytes for the kubeadmin password")?;
     let mut password = String::with_capacity(PASSWORD_LEN);
-    // 20 characters at an acceptance rate of 232/256 almost never need a second refill.
-    let mut pool = [0u8; 32];
-    let mut used = pool.len();
+    let mut drawn = chars.chars();
     while password.len() < PASSWORD_LEN {
-        if DASH_AT.contains(&password.len()) {
-            password.push('-');
-            continue;
+        match DASH_AT.contains(&password.len()) {
+            true => password.push('-'),
+            false => password.extend(drawn.next()),
         }
-        if used == pool.len() {
-            rand_bytes(&mut pool).context("drawing random bytes for the kubeadmin password")?;
-            used = 0;
-        }
-        if let Some(c) = pick(pool[used]) {
-            password.push(c);
-        }
-        used += 1;
     }
     Ok(password)
 }
 
-/// Maps one random byte to an alphabet character, or rejects it to avoid modulo bias.
-fn pick(byte: u8) -> Option<char> {
+/// `n` characters drawn uniformly from `alphabet` (at most 256 ASCII characters) with OpenSSL's
+/// CSPRNG. Bytes in the biased tail are rejected, so `byte % len` has no modulo bias.
+pub fn random_chars(alphabet: &[u8], n: usize) -> Result<String> {
+    let mut out = String::with_capacity(n);
+    let mut pool = [0u8; 32];
+    while out.len() < n {
+        rand_bytes(&mut pool).context("drawing random bytes")?;
+        for &b in &pool {
+            if out.len() < n {
+                out.extend(pick(alphabet, b));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Maps one random byte to a character, or rejects it: bytes at or above the largest multiple of
+/// the alphabet's length (232 = 4 × 58 for the password) would make `byte % len` biased.
+fn pick(alphabet: &[u8], byte: u8) -> Option<char> {
     let byte = usize::from(byte);
-    (byte < ACCEPT_BELOW).then(|| char::from(ALPHABET[byte % ALPHABET.len()]))
+    let accept_below = 256 - 256 % alphabet.len();
+    (byte < accept_below).then(|| char::from(alphabet[byte % alphabet.len()]))
 }
 
 /// Hashes the password the way Go's `bcrypt.GenerateFromPassword(p, 10)` does: `$2a$10$…`.
@@ -113,11 +121,11 @@ mod tests {
 
     #[test]
     fn pick_rejects_the_biased_tail() {
-        assert_eq!(pick(0), Some('a'));
-        assert_eq!(pick(57), Some('9'));
-        assert_eq!(pick(58), Some('a'));
-        assert_eq!(pick(231), Some('9'));
-        assert!((232..=255).all(|b| pick(b).is_none()));
+        assert_eq!(pick(ALPHABET, 0), Some('a'));
+        assert_eq!(pick(ALPHABET, 57), Some('9'));
+        assert_eq!(pick(ALPHABET, 58), Some('a'));
+        assert_eq!(pick(ALPHABET, 231), Some('9'));
+        assert!((232..=255).all(|b| pick(ALPHABET, b).is_none()));
     }
 
     #[test]
