@@ -154,7 +154,10 @@ pub(crate) fn trust_bundle(f: &mut Findings, field: &str, pem: &str) {
         } else if let Err(e) = openssl::x509::X509::from_pem(block.as_bytes()) {
             f.add(
                 field,
-                format!("PEM block {n} is not a valid X.509 certificate: {e}"),
+                format!(
+                    "PEM block {n} is not a valid X.509 certificate: {}",
+                    openssl_reason(&e)
+                ),
             );
         }
     }
@@ -307,4 +310,14 @@ pub(crate) fn infra_id(f: &mut Findings, field: &str, value: &str) {
             ),
         );
     }
+}
+
+/// The first reason in an OpenSSL error stack ("too long"), without the library's file names and
+/// codes, which mean nothing to a user fixing a YAML file.
+fn openssl_reason(e: &openssl::error::ErrorStack) -> String {
+    e.errors()
+        .first()
+        .and_then(|x| x.reason())
+        .unwrap_or("unreadable DER")
+        .to_string()
 }

@@ -307,6 +307,10 @@ fn install_config_secret_and_trust_rules() {
     let (f, _) = ic(bad_cert);
     assert_eq!(f.len(), 1);
     assert!(f[0].starts_with("install-config.yaml: additionalTrustBundle: PEM block 1 is not a valid X.509 certificate: "), "{f:?}");
+    assert!(
+        !f[0].contains("crypto/") && !f[0].contains("error:"),
+        "OpenSSL internals leak: {f:?}"
+    );
 }
 
 #[test]
