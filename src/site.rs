@@ -62,7 +62,9 @@ pub struct SiteState {
 /// every output first and calls [`save`] only when that succeeded.
 pub fn load_or_create(dir: &Path, cluster_name: &str, rotate_crypto: bool) -> Result<SiteState> {
     let path = identity_path(dir);
-    let (mut identity, origin) = match load(&path)? {
+    // With --rotate-crypto the stored keys are about to be replaced, so a damaged key is no reason
+    // to refuse: only the IDs are kept.
+    let (mut identity, origin) = match load(&path, !rotate_crypto)? {
         Some(old) if rotate_crypto => (rotate(old)?, Origin::Rotated),
         Some(old) => (old, Origin::Reused),
         None => (create(cluster_name)?, Origin::Created),
@@ -91,7 +93,7 @@ pub fn save(dir: &Path, id: &Identity) -> Result<()> {
     write_atomic(&path, &json, SECRET_FILE_MODE, Clobber::Replace)
 }
 
-fn load(path: &Path) -> Result<Option<Identity>> {
+fn load(path: &Path, check_crypto: bool) -> Result<Option<Identity>> {
     let text = match fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -105,6 +107,9 @@ fn load(path: &Path) -> Result<Option<Identity>> {
             path.display(),
             id.version
         );
+    }
+    if !check_crypto {
+        return Ok(Some(id));
     }
     pki::verify_site_crypto(&id.crypto).with_context(|| {
         format!(

@@ -392,3 +392,42 @@ fn version_and_completions() {
     assert_ok(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("config-image"));
 }
+
+#[test]
+fn damaged_identity_is_refused_and_left_alone() {
+    let site = copy_example();
+    let d = site.path();
+    assert_ok(&config_image(d, &[]));
+    let id_path = d.join(".ibi/identity.json");
+    let mut id: Value = serde_json::from_slice(&fs::read(&id_path).unwrap()).unwrap();
+    // Swap two signers' keys: each key then no longer matches its certificate.
+    let lb = id["crypto"]["kube_apiserver_lb_signer"]["key_pem"].clone();
+    id["crypto"]["kube_apiserver_lb_signer"]["key_pem"] =
+        id["crypto"]["kube_apiserver_localhost_signer"]["key_pem"].clone();
+    id["crypto"]["kube_apiserver_localhost_signer"]["key_pem"] = lb;
+    let damaged = serde_json::to_vec(&id).unwrap();
+    fs::write(&id_path, &damaged).unwrap();
+    let iso_before = fs::read(d.join("imagebasedconfig.iso")).unwrap();
+    let out = config_image(d, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(".ibi/identity.json") && err.contains("--rotate-crypto"),
+        "{err}"
+    );
+    assert!(
+        err.contains("localhost-signer") || err.contains("lb-signer"),
+        "names the object: {err}"
+    );
+    assert_eq!(fs::read(&id_path).unwrap(), damaged, "identity untouched");
+    assert_eq!(
+        fs::read(d.join("imagebasedconfig.iso")).unwrap(),
+        iso_before,
+        "ISO untouched"
+    );
+    // The way out the message names works, and keeps the cluster's IDs.
+    assert_ok(&config_image(d, &["--rotate-crypto"]));
+    let rotated: Value = serde_json::from_slice(&fs::read(&id_path).unwrap()).unwrap();
+    assert_eq!(rotated["cluster_id"], id["cluster_id"]);
+    assert_ok(&config_image(d, &[]));
+}

@@ -112,7 +112,14 @@ fn read_input(
         Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut f = Findings::new(name);
-            f.file_error(format!("file not found: {} is required", path.display()));
+            let hint = match name {
+                IMAGE_BASED_CONFIG_FILE => " (`ibi create config-template` writes a commented one)",
+                _ => "",
+            };
+            f.file_error(format!(
+                "file not found: {} is required{hint}",
+                path.display()
+            ));
             findings.extend(f.into_vec());
             Ok(None)
         }

@@ -79,7 +79,7 @@ fn load_site_inputs_reports_missing_files() {
         [
             format!("install-config.yaml: file not found: {d}/install-config.yaml is required"),
             format!(
-                "image-based-config.yaml: file not found: {d}/image-based-config.yaml is required"
+                "image-based-config.yaml: file not found: {d}/image-based-config.yaml is required (`ibi create config-template` writes a commented one)"
             ),
         ]
     );
