@@ -23,6 +23,8 @@ pub enum Command {
     /// Create templates and images
     #[command(subcommand)]
     Create(CreateCommand),
+    /// Say what an ISO is (installation, configuration, plain CoreOS, other) and what it carries
+    Inspect(InspectOpts),
     /// Print a shell completion script to stdout
     Completion(CompletionOpts),
 }
@@ -79,6 +81,38 @@ pub struct CreateImageConfigTemplateOpts {
 pub struct CreateImageOpts {
     #[command(flatten)]
     pub dir: DirOpt,
+    /// Base CoreOS live ISO: a local path or a URL (downloaded once into the user cache; a URL may
+    /// carry `?sha256=HEX`). Default: OPENSHIFT_INSTALL_OS_IMAGE_OVERRIDE, then --coreos-stream
+    #[arg(long, value_name = "PATH|URL")]
+    pub base_iso: Option<String>,
+    /// Expected sha256 of the base ISO
+    #[arg(long, value_name = "HEX")]
+    pub base_iso_sha256: Option<String>,
+    /// CoreOS stream metadata (JSON) to pick the live ISO for `architecture` from
+    #[arg(long, value_name = "FILE|URL")]
+    pub coreos_stream: Option<String>,
+    /// Registry served over plain HTTP (repeatable), e.g. a lab mirror or a test registry
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub insecure_registry: Vec<String>,
+    /// Turn seed mismatches into warnings (disconnected builds that cannot reach the registry)
+    #[arg(long)]
+    pub skip_seed_checks: bool,
+    /// Keep the seed's tag in the generated config instead of pinning it by digest
+    #[arg(long)]
+    pub no_pin_seed: bool,
+    /// Embed even if the base ISO already carries an Ignition config
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectOpts {
+    /// The ISO to inspect
+    #[arg(value_name = "ISO")]
+    pub iso: PathBuf,
+    /// Print the raw embedded Ignition config (secrets included) instead of the summary
+    #[arg(long)]
+    pub ignition: bool,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@ mod completion;
 pub mod create_config_image;
 mod create_config_template;
 mod create_image;
+mod ign_report;
 
 use anyhow::Result;
 
@@ -17,6 +18,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Create(CreateCommand::ConfigImage(o)) => create_config_image::run(&o),
         Command::Create(CreateCommand::ImageConfigTemplate(o)) => create_image::run_template(&o),
         Command::Create(CreateCommand::Image(o)) => create_image::run(&o),
+        Command::Inspect(_) => anyhow::bail!("inspect: not yet implemented"),
         Command::Completion(o) => completion::run(&o),
     }
 }
