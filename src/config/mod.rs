@@ -1,14 +1,17 @@
 //! The site inputs of `ibi create config-image`: `install-config.yaml`, `image-based-config.yaml` and the
-//! optional `extra-manifests/` directory.
+//! optional `extra-manifests/` directory; and the inputs of `ibi create image`:
+//! `image-based-installation-config.yaml` and the optional `post.sh`.
 //!
 //! This module owns the input models, their strict decoding (unknown keys are errors, with line and column),
 //! the validation rules (every finding is collected so the user fixes all of them in one pass), the
-//! `image-based-config.yaml` template, and loading extra manifests. Parsers are pure (`parse_*` take `&str`);
-//! only [`load_site_inputs`] touches the filesystem.
+//! templates, and loading extra manifests and `post.sh`. Parsers are pure (`parse_*` take `&str`); only
+//! [`load_site_inputs`] and [`load_installation_inputs`] touch the filesystem.
 
 mod finding;
 mod image_based_config;
 mod install_config;
+mod installation;
+mod installation_template;
 mod manifests;
 mod net;
 mod nmstate_check;
@@ -30,6 +33,13 @@ pub use install_config::{
     ImageContentSource, ImageDigestSource, InstallConfig, MachinePool, Metadata, Networking, Proxy,
     parse_install_config,
 };
+pub use installation::{
+    ARCHITECTURES, COREOS_INSTALLER_FLAGS, DEFAULT_ARCHITECTURE, DEFAULT_EXTRA_PARTITION_LABEL,
+    DEFAULT_EXTRA_PARTITION_NUMBER, DEFAULT_EXTRA_PARTITION_START,
+    IMAGE_BASED_INSTALLATION_CONFIG_FILE, InstallationConfig, InstallationInputs, POST_SH_FILE,
+    load_installation_inputs, parse_installation_config, validate_installation_config,
+};
+pub use installation_template::IMAGE_BASED_INSTALLATION_CONFIG_TEMPLATE;
 pub use manifests::{ExtraManifest, load_extra_manifests};
 pub use template::IMAGE_BASED_CONFIG_TEMPLATE;
 pub use validate_ic::validate_install_config;
@@ -114,6 +124,9 @@ fn read_input(
             let mut f = Findings::new(name);
             let hint = match name {
                 IMAGE_BASED_CONFIG_FILE => " (`ibi create config-template` writes a commented one)",
+                IMAGE_BASED_INSTALLATION_CONFIG_FILE => {
+                    " (`ibi create image-config-template` writes a commented one)"
+                }
                 _ => "",
             };
             f.file_error(format!(

@@ -1,0 +1,533 @@
+//! Tests of `image-based-installation-config.yaml`: strict decoding, defaults, one table row per rule
+//! asserting the rendered finding, and loading the directory with `post.sh`.
+
+use std::path::Path;
+
+use super::super::tests::{patched, render};
+use super::*;
+
+const PULL_SECRET: &str = r#"{"auths":{"quay.io":{"auth":"dXNlcjpwYXNz"}}}"#;
+
+fn base() -> String {
+    format!(
+        "seedImage: quay.io/openshift-kni/seed-image:4.16.0\nseedVersion: 4.16.0\n\
+         installationDisk: /dev/vda\npullSecret: '{PULL_SECRET}'\n"
+    )
+}
+
+/// The findings and warnings of the base config with `patch` applied (`key: null` removes a key).
+fn run(patch: &str) -> (Vec<String>, Vec<String>) {
+    let text = patched(&base(), patch);
+    let c = parse_installation_config(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let (f, w) = validate_installation_config(&c);
+    (render(&f), w)
+}
+
+fn check(cases: &[(&str, &[&str])]) {
+    for (patch, want) in cases {
+        let want: Vec<String> = want
+            .iter()
+            .map(|w| format!("{IMAGE_BASED_INSTALLATION_CONFIG_FILE}: {w}"))
+            .collect();
+        assert_eq!(run(patch).0, want, "patch: {patch}");
+    }
+}
+
+#[test]
+fn required_fields() {
+    check(&[
+        ("{}", &[]),
+        (
+            "seedImage: ''",
+            &["seedImage: required: you must specify a seedImage"],
+        ),
+        (
+            "seedVersion: null",
+            &["seedVersion: required: you must specify a seedVersion"],
+        ),
+        (
+            "installationDisk: ' '",
+            &["installationDisk: required: you must specify an installationDisk"],
+        ),
+        (
+            "installationDisk: sda",
+            &[
+                "installationDisk: invalid value \"sda\": must be an absolute device path, e.g. /dev/disk/by-id/wwn-0x…",
+            ],
+        ),
+        (
+            "pullSecret: ''",
+            &["pullSecret: required: you must specify a pullSecret"],
+        ),
+        (
+            "pullSecret: '{\"auths\":{}}'",
+            &["pullSecret: auths required: a non-empty \"auths\" map"],
+        ),
+        (
+            "pullSecret: '{\"auths\":{\"r.io\":{}}}'",
+            &["pullSecret: \"r.io\" requires either auth or credsStore"],
+        ),
+    ]);
+}
+
+#[test]
+fn shared_rules() {
+    check(&[
+        (
+            "sshKey: 'ssh-rsa'",
+            &["sshKey: line 1: ssh-rsa key has no key data"],
+        ),
+        (
+            "additionalTrustBundle: '-----BEGIN PRIVATE KEY-----\n-----END PRIVATE KEY-----'",
+            &["additionalTrustBundle: PEM block 1 is a \"PRIVATE KEY\", not a CERTIFICATE"],
+        ),
+        (
+            "networkConfig: {interfaces: [{name: eth0, type: ethernet, state: sideways}]}",
+            &[
+                "networkConfig: InvalidArgument: Invalid YAML string: interfaces: unknown variant `sideways`, expected one of `up`, `down`, `absent`, `unknown`, `ignore`",
+            ],
+        ),
+        (
+            "imageDigestSources: [{source: quay.io/a/b:1, mirrors: ['Registry.lab.redhat.com:5000']}]",
+            &[
+                "imageDigestSources[0].source: invalid value \"quay.io/a/b:1\": must be repository--not reference",
+                "imageDigestSources[0].mirrors[0]: invalid value \"Registry.lab.redhat.com:5000\": failed to parse: invalid reference format: repository name must be lowercase",
+            ],
+        ),
+        (
+            "proxy: {noProxy: example.com}",
+            &["proxy: must include httpProxy or httpsProxy"],
+        ),
+        (
+            "proxy: {httpProxy: 'https://p:3128'}",
+            &["proxy.httpProxy: unsupported scheme \"https\": supported values are \"http\""],
+        ),
+    ]);
+}
+
+#[test]
+fn extra_partition_rules() {
+    check(&[
+        (
+            "{extraPartitionStart: '0', extraPartitionLabel: data, extraPartitionNumber: 128}",
+            &[],
+        ),
+        ("extraPartitionStart: '+100M'", &[]),
+        ("extraPartitionStart: 25G", &[]),
+        (
+            "extraPartitionStart: ''",
+            &[
+                "extraPartitionStart: required: partition start sector cannot be empty (omit the key for the default \"-40G\")",
+            ],
+        ),
+        (
+            "extraPartitionStart: x",
+            &[
+                "extraPartitionStart: invalid value \"x\": partition start must be '0' or match pattern [+-]?<number>[KMGTP]",
+            ],
+        ),
+        (
+            "extraPartitionStart: -40GiB",
+            &[
+                "extraPartitionStart: invalid value \"-40GiB\": partition start must be '0' or match pattern [+-]?<number>[KMGTP]",
+            ],
+        ),
+        (
+            "extraPartitionStart: -G",
+            &[
+                "extraPartitionStart: invalid value \"-G\": partition start must be '0' or match pattern [+-]?<number>[KMGTP]",
+            ],
+        ),
+        (
+            "extraPartitionLabel: ''",
+            &[
+                "extraPartitionLabel: required: partition label cannot be empty (omit the key for the default \"var-lib-containers\")",
+            ],
+        ),
+        (
+            "extraPartitionLabel: 'var lib'",
+            &[
+                "extraPartitionLabel: invalid value \"var lib\": a GPT partition name of at most 36 characters of A-Z, a-z, 0-9, '.', '_' and '-'",
+            ],
+        ),
+        (
+            "extraPartitionNumber: 0",
+            &[
+                "extraPartitionNumber: invalid value 0: partitions are numbered from 1 (omit the key for the default 5)",
+            ],
+        ),
+        (
+            "extraPartitionNumber: 129",
+            &["extraPartitionNumber: invalid value 129: a GPT disk holds at most 128 partitions"],
+        ),
+    ]);
+}
+
+#[test]
+fn coreos_installer_args_rules() {
+    let allowed =
+        "allowed flags are [--append-karg --delete-karg --save-partlabel --save-partindex]";
+    let foo = format!(
+        "coreosInstallerArgs[2]: found unexpected flag --foo=bar for coreosInstallerArgs - {allowed}"
+    );
+    let eq = format!(
+        "coreosInstallerArgs[0]: found unexpected flag --append-karg=x for coreosInstallerArgs - {allowed}"
+    );
+    check(&[
+        (
+            "coreosInstallerArgs: [--append-karg, 'ip=dhcp,dhcp6', --delete-karg, quiet, --save-partlabel, 'data*', --save-partindex, '6-']",
+            &[],
+        ),
+        (
+            "coreosInstallerArgs: [--append-karg, a, --foo=bar, b]",
+            &[&foo],
+        ),
+        ("coreosInstallerArgs: [--append-karg=x]", &[&eq]),
+        (
+            "coreosInstallerArgs: [--append-karg, 'a b&c']",
+            &[
+                "coreosInstallerArgs[1]: found unexpected chars \" &\" in value \"a b&c\" - allowed are ASCII letters, digits and @!#$%*()_+,-./:;<=\"'{}[]",
+            ],
+        ),
+        (
+            "coreosInstallerArgs: [--append-karg, '']",
+            &["coreosInstallerArgs[1]: empty value: give the flag's value or remove the element"],
+        ),
+        (
+            "coreosInstallerArgs: [--append-karg, --delete-karg, x]",
+            &[
+                "coreosInstallerArgs[0]: flag --append-karg has no value: give its value as the next element",
+            ],
+        ),
+        (
+            "coreosInstallerArgs: [--save-partindex]",
+            &[
+                "coreosInstallerArgs[0]: flag --save-partindex has no value: give its value as the next element",
+            ],
+        ),
+        (
+            "coreosInstallerArgs: [/dev/sdb, --append-karg, a, b]",
+            &[
+                "coreosInstallerArgs[0]: value \"/dev/sdb\" does not follow a flag: coreos-installer install takes no further positional arguments",
+                "coreosInstallerArgs[3]: value \"b\" does not follow a flag: coreos-installer install takes no further positional arguments",
+            ],
+        ),
+    ]);
+}
+
+#[test]
+fn other_field_rules() {
+    check(&[
+        ("architecture: arm64", &[]),
+        ("architecture: ''", &[]),
+        (
+            "architecture: x86",
+            &["architecture: invalid value \"x86\": architecture must be one of [amd64 arm64]"],
+        ),
+        ("releaseRegistry: 'mirror.lab:5000/ocp'", &[]),
+        (
+            "releaseRegistry: 'https://mirror.lab'",
+            &[
+                "releaseRegistry: invalid value \"https://mirror.lab\": must be a registry host[:port], optionally with a path, and no scheme",
+            ],
+        ),
+        (
+            "releaseRegistry: 'mirror_lab'",
+            &[
+                "releaseRegistry: invalid value \"mirror_lab\": must be a registry host[:port], optionally with a path, and no scheme",
+            ],
+        ),
+        (
+            "liveKernelArgs: ['console=ttyS0,115200n8', rd.neednet=1]",
+            &[],
+        ),
+        (
+            "liveKernelArgs: ['a#b']",
+            &[
+                "liveKernelArgs[0]: invalid value \"a#b\": '#' is not allowed: it pads the ISO's kernel-argument slots and starts a GRUB comment",
+            ],
+        ),
+        (
+            "liveKernelArgs: [ok, 'a b', '', \"x\\n\"]",
+            &[
+                "liveKernelArgs[1]: invalid value \"a b\": a kernel argument must be one non-empty token of printable ASCII, without whitespace",
+                "liveKernelArgs[2]: invalid value \"\": a kernel argument must be one non-empty token of printable ASCII, without whitespace",
+                "liveKernelArgs[3]: invalid value \"x\\n\": a kernel argument must be one non-empty token of printable ASCII, without whitespace",
+            ],
+        ),
+    ]);
+}
+
+#[test]
+fn ignition_config_override_rules() {
+    check(&[
+        (
+            "ignitionConfigOverride: '{\"ignition\":{\"version\":\"3.4.0\"}}'",
+            &[],
+        ),
+        ("ignitionConfigOverride: ' '", &[]),
+        (
+            "ignitionConfigOverride: '{\"ignition\":'",
+            &[
+                "ignitionConfigOverride: not valid JSON: EOF while parsing a value at line 1 column 12",
+            ],
+        ),
+        (
+            "ignitionConfigOverride: '[]'",
+            &["ignitionConfigOverride: must be a JSON object (an Ignition config)"],
+        ),
+        (
+            "ignitionConfigOverride: '{\"storage\":{}}'",
+            &[
+                "ignitionConfigOverride: ignition.version required: an Ignition config starts with {\"ignition\": {\"version\": \"3.2.0\"}}",
+            ],
+        ),
+        (
+            "ignitionConfigOverride: '{\"ignition\":{\"version\":\"2.2.0\"}}'",
+            &[
+                "ignitionConfigOverride: unsupported ignition.version \"2.2.0\": must be 3.x.y (Ignition spec 3)",
+            ],
+        ),
+        (
+            "ignitionConfigOverride: '{\"ignition\":{\"version\":\"3.2\"}}'",
+            &[
+                "ignitionConfigOverride: unsupported ignition.version \"3.2\": must be 3.x.y (Ignition spec 3)",
+            ],
+        ),
+    ]);
+}
+
+#[test]
+fn every_finding_is_collected() {
+    let (f, _) =
+        run("{seedImage: null, seedVersion: null, architecture: x, extraPartitionStart: ''}");
+    assert_eq!(f.len(), 4, "{f:?}");
+}
+
+#[test]
+fn precache_warning() {
+    assert_eq!(
+        run("{precacheDisabled: true, precacheBestEffort: true}").1,
+        [
+            "image-based-installation-config.yaml: precacheBestEffort: has no effect: precacheDisabled is true, so lca-cli ibi does not precache"
+        ]
+    );
+    assert_eq!(
+        run("{precacheDisabled: false, precacheBestEffort: true}").1,
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn defaults_apply_only_to_absent_keys() {
+    let c = parse_installation_config(&base()).unwrap();
+    assert_eq!(c.extra_partition_start(), "-40G");
+    assert_eq!(c.extra_partition_label(), "var-lib-containers");
+    assert_eq!(c.extra_partition_number(), 5);
+    assert_eq!(c.architecture(), "amd64");
+    assert_eq!((c.shutdown, c.skip_disk_cleanup), (false, false));
+    assert_eq!((c.precache_best_effort, c.precache_disabled), (None, None));
+    assert!(c.image_digest_sources().is_empty());
+    assert_eq!(c.ignition_config_override(), None);
+    assert_eq!(c.canonical_network_config().unwrap(), None);
+
+    let text = format!(
+        "{}extraPartitionStart: ''\nextraPartitionLabel: ''\nextraPartitionNumber: 6\narchitecture: arm64\n\
+         precacheBestEffort: false\nshutdown: true\nsshKey:\nliveKernelArgs:\n",
+        base()
+    );
+    let c = parse_installation_config(&text).unwrap();
+    assert_eq!(c.extra_partition_start(), "");
+    assert_eq!(c.extra_partition_label(), "");
+    assert_eq!(c.extra_partition_number(), 6);
+    assert_eq!(c.architecture(), "arm64");
+    assert_eq!(c.precache_best_effort, Some(false));
+    assert!(c.shutdown);
+    assert_eq!(c.ssh_key, "");
+
+    // A YAML null is an absent key, as in the installer's decoder.
+    let c = parse_installation_config(&format!("{}extraPartitionStart:\n", base())).unwrap();
+    assert_eq!(c.extra_partition_start(), "-40G");
+}
+
+#[test]
+fn accessors() {
+    let c = parse_installation_config(&format!(
+        "{}imageDigestSources: [{{source: quay.io/a, mirrors: [m.lab/a]}}]\n\
+         ignitionConfigOverride: '{{\"ignition\":{{\"version\":\"3.2.0\"}}}}'\n\
+         networkConfig: {{interfaces: [{{type: ethernet, name: eth0, state: up}}]}}\n",
+        base()
+    ))
+    .unwrap();
+    assert_eq!(c.image_digest_sources()[0].mirrors, ["m.lab/a"]);
+    assert_eq!(
+        c.ignition_config_override(),
+        Some(r#"{"ignition":{"version":"3.2.0"}}"#)
+    );
+    assert_eq!(
+        c.canonical_network_config().unwrap().as_deref(),
+        Some("interfaces:\n- name: eth0\n  state: up\n  type: ethernet\n")
+    );
+}
+
+#[test]
+fn strict_decoding() {
+    let c = parse_installation_config(&format!(
+        "apiVersion: v1beta1\nkind: ImageBasedInstallationConfig\nmetadata: {{name: x}}\n{}",
+        base()
+    ));
+    assert!(c.is_ok(), "{c:?}");
+    for key in [
+        "imageContentSources",
+        "useContainersFolder",
+        "rhcosLiveIso",
+        "nmStateConfig",
+    ] {
+        let err = parse_installation_config(&format!("{}{key}: x\n", base())).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "image-based-installation-config.yaml: unknown field `{key}`, expected one of `apiVersion`"
+            )),
+            "{msg}"
+        );
+        assert!(msg.ends_with(" at line 5 column 1"), "{msg}");
+    }
+    let err = parse_installation_config("extraPartitionNumber: -1\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "image-based-installation-config.yaml: extraPartitionNumber: invalid type: integer `-1`, expected u32 at line 1 column 23"
+    );
+    assert_eq!(
+        parse_installation_config("# nothing\n")
+            .unwrap_err()
+            .to_string(),
+        "image-based-installation-config.yaml: the file is empty"
+    );
+}
+
+#[test]
+fn findings_never_repeat_secrets() {
+    let cases = [
+        (
+            "pullSecret: '{\"auths\":{\"quay.io\":{\"auth\":\"c2VjcmV0\"}}}'",
+            "c2VjcmV0",
+        ),
+        ("pullSecret: '{\"auths\": hunter2}'", "hunter2"),
+        ("ignitionConfigOverride: '{\"passwd\": hunter2}'", "hunter2"),
+        ("proxy: {httpProxy: 'ftp://user:hunter2@p:21'}", "hunter2"),
+    ];
+    for (patch, secret) in cases {
+        let (f, w) = run(patch);
+        assert!(!f.is_empty(), "{patch}");
+        assert!(!f.iter().chain(&w).any(|m| m.contains(secret)), "{f:?}");
+    }
+}
+
+fn write(dir: &Path, name: &str, content: &[u8]) {
+    std::fs::write(dir.join(name), content).unwrap();
+}
+
+fn load_findings(dir: &Path) -> Vec<String> {
+    let err = load_installation_inputs(dir).unwrap_err();
+    render(&err.downcast_ref::<ValidationError>().unwrap().findings)
+}
+
+#[test]
+fn load_reads_config_and_post_sh() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(
+        tmp.path(),
+        IMAGE_BASED_INSTALLATION_CONFIG_FILE,
+        base().as_bytes(),
+    );
+    let inputs = load_installation_inputs(tmp.path()).unwrap();
+    assert_eq!(inputs.config.seed_version, "4.16.0");
+    assert_eq!(inputs.post_sh, None);
+    assert!(inputs.warnings.is_empty());
+
+    write(tmp.path(), POST_SH_FILE, b"#!/bin/bash\necho done\n");
+    let inputs = load_installation_inputs(tmp.path()).unwrap();
+    assert_eq!(
+        inputs.post_sh.as_deref(),
+        Some(b"#!/bin/bash\necho done\n".as_slice())
+    );
+    assert!(
+        tmp.path().join(POST_SH_FILE).exists(),
+        "inputs are never deleted"
+    );
+
+    write(tmp.path(), POST_SH_FILE, b"echo done\n");
+    let inputs = load_installation_inputs(tmp.path()).unwrap();
+    assert_eq!(
+        inputs.warnings,
+        [
+            "post.sh: has no #! line: lca-cli ibi runs it with `bash -c`, so it runs as a bash script"
+        ]
+    );
+}
+
+#[test]
+fn load_reports_post_sh_problems() {
+    let cases: &[(&[u8], &str)] = &[
+        (
+            b"",
+            "post.sh: is empty: remove it, or give the script lca-cli ibi should run after restoring the seed",
+        ),
+        (
+            b"#!/bin/bash\r\necho\r\n",
+            "post.sh: the #! line ends with a carriage return (CRLF line endings): the interpreter would not be found",
+        ),
+    ];
+    for (content, want) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        write(
+            tmp.path(),
+            IMAGE_BASED_INSTALLATION_CONFIG_FILE,
+            base().as_bytes(),
+        );
+        write(tmp.path(), POST_SH_FILE, content);
+        assert_eq!(load_findings(tmp.path()), [*want]);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    write(
+        tmp.path(),
+        IMAGE_BASED_INSTALLATION_CONFIG_FILE,
+        base().as_bytes(),
+    );
+    std::fs::create_dir(tmp.path().join(POST_SH_FILE)).unwrap();
+    assert_eq!(
+        load_findings(tmp.path()),
+        ["post.sh: must be a regular file (the post-deployment script)"]
+    );
+    std::fs::remove_dir(tmp.path().join(POST_SH_FILE)).unwrap();
+    std::os::unix::fs::symlink("missing.sh", tmp.path().join(POST_SH_FILE)).unwrap();
+    assert_eq!(
+        load_findings(tmp.path()),
+        ["post.sh: is a symbolic link to nothing"]
+    );
+}
+
+#[test]
+fn load_collects_findings_of_both_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().display();
+    write(tmp.path(), POST_SH_FILE, b"");
+    assert_eq!(load_findings(tmp.path()), [
+        format!(
+            "image-based-installation-config.yaml: file not found: {d}/image-based-installation-config.yaml is required (`ibi create image-config-template` writes a commented one)"
+        ),
+        "post.sh: is empty: remove it, or give the script lca-cli ibi should run after restoring the seed".to_string(),
+    ]);
+    write(
+        tmp.path(),
+        IMAGE_BASED_INSTALLATION_CONFIG_FILE,
+        b"seedImage: x\nbogus: 1\n",
+    );
+    let f = load_findings(tmp.path());
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert!(
+        f[0].starts_with("image-based-installation-config.yaml: unknown field `bogus`"),
+        "{f:?}"
+    );
+}
