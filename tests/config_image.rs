@@ -373,7 +373,7 @@ fn config_template_is_private_and_not_clobbered() {
 fn image_verbs_say_not_yet_implemented() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    for verb in ["image", "image-config-template"] {
+    for verb in ["image"] {
         let out = ibi(&["create", verb, "--dir", d], &[]);
         assert_eq!(out.status.code(), Some(1), "{verb}");
         assert!(

@@ -16,7 +16,9 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Create(CreateCommand::ConfigTemplate(o)) => create_config_template::run(&o),
         Command::Create(CreateCommand::ConfigImage(o)) => create_config_image::run(&o),
-        Command::Create(CreateCommand::ImageConfigTemplate(o)) => create_image::run_template(&o),
+        Command::Create(CreateCommand::ImageConfigTemplate(o)) => {
+            create_config_template::run_image(&o)
+        }
         Command::Create(CreateCommand::Image(o)) => create_image::run(&o),
         Command::Inspect(_) => anyhow::bail!("inspect: not yet implemented"),
         Command::Completion(o) => completion::run(&o),
