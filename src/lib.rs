@@ -4,10 +4,12 @@
 //! host agent can reuse every piece. Arrows point down: `commands` compose `config`, `iso9660`, `pki`,
 //! `reconfig` and `site`; the format modules know nothing of OpenShift.
 
+pub mod base_iso;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod config_iso;
+pub mod ignition;
 pub mod iso9660;
 pub mod pki;
 pub mod reconfig;

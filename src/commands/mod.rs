@@ -4,7 +4,7 @@ mod completion;
 pub mod create_config_image;
 mod create_config_template;
 mod create_image;
-mod ign_report;
+pub mod ign_report;
 
 use anyhow::Result;
 

@@ -1,0 +1,170 @@
+//! The installation ISO's Ignition config checked by the real tools: `ignition-validate` (Debian package
+//! `ignition`) on the whole config, and `systemd-analyze verify` on its units.
+//!
+//! Both must exit 0 with nothing on stderr: systemd-analyze reports unknown keys and bad specifiers only as
+//! warnings. A missing tool fails the test when `CI` is set and prints SKIP otherwise.
+
+use std::path::Path;
+use std::process::Command;
+
+use ibi::config::{ImageDigestSource, Proxy};
+use ibi::ignition::{Config, InstallationIgnitionInputs, build_installation_ignition, to_json};
+
+fn minimal() -> InstallationIgnitionInputs {
+    InstallationIgnitionInputs {
+        seed_image: "quay.io/openshift-kni/seed-image:4.16.0".into(),
+        seed_version: "4.16.0".into(),
+        installation_disk: "/dev/vda".into(),
+        pull_secret: r#"{"auths":{"example.com":{"auth":"c3VwZXItc2VjcmV0Cg=="}}}"#.into(),
+        ..Default::default()
+    }
+}
+
+fn full() -> InstallationIgnitionInputs {
+    InstallationIgnitionInputs {
+        ssh_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl user@host".into(),
+        extra_partition_start: Some("-40G".into()),
+        extra_partition_label: Some("var-lib-containers".into()),
+        extra_partition_number: Some(5),
+        shutdown: true,
+        coreos_installer_args: vec!["--save-partindex".into(), "6".into()],
+        release_registry: "mirror.quay.io".into(),
+        precache_best_effort: Some(true),
+        network_config: Some("interfaces:\n- name: eth0\n  state: up\n  type: ethernet\n".into()),
+        proxy: Some(Proxy {
+            http_proxy: "http://proxy:3128".into(),
+            https_proxy: "http://u:p%40ss@proxy:3128".into(),
+            no_proxy: ".example.com,10.0.0.0/8".into(),
+        }),
+        image_digest_sources: vec![ImageDigestSource {
+            source: "quay.io".into(),
+            mirrors: vec!["mirror-quay.io".into()],
+            source_policy: Some("NeverContactSource".into()),
+        }],
+        additional_trust_bundle: "-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n".into(),
+        post_sh: Some(b"#!/bin/bash\necho post\n".to_vec()),
+        ..minimal()
+    }
+}
+
+const OVERRIDE: &str = r#"{"ignition":{"version":"3.1.0"},
+  "passwd":{"users":[{"name":"core","sshAuthorizedKeys":["ssh-rsa AAAAB3NzaC1yc2E= other"]}]},
+  "storage":{"files":[{"path":"/tmp/example","contents":{"source":"data:,hello"}},
+                      {"path":"/var/tmp/pull-secret.json","contents":{"source":"data:,x"}}],
+             "links":[{"path":"/etc/localtime","target":"../usr/share/zoneinfo/UTC"}]},
+  "systemd":{"units":[{"name":"install-rhcos-and-restore-seed.service",
+                       "dropins":[{"name":"10-env.conf","contents":"[Service]\nEnvironment=A=b\n"}]}]}}"#;
+
+fn configs() -> Vec<(&'static str, Config)> {
+    let with_override = InstallationIgnitionInputs {
+        ignition_config_override: Some(OVERRIDE.into()),
+        ..full()
+    };
+    [
+        ("minimal", minimal()),
+        ("full", full()),
+        ("override", with_override),
+    ]
+    .into_iter()
+    .map(|(n, i)| (n, build_installation_ignition(&i).unwrap()))
+    .collect()
+}
+
+/// `false` (after printing SKIP) when `tool` is missing and `CI` is unset; panics in CI.
+fn have(tool: &str, args: &[&str]) -> bool {
+    if Command::new(tool).args(args).output().is_ok() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("{tool} is required in CI");
+    }
+    eprintln!("SKIP: {tool} not found");
+    false
+}
+
+fn run_clean(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.trim().is_empty() && stdout.trim().is_empty(),
+        "{what}: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+}
+
+#[test]
+fn ignition_validate_accepts_the_generated_configs() {
+    if !have("ignition-validate", &["--version"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (name, config) in configs() {
+        let path = dir.path().join(format!("{name}.ign"));
+        std::fs::write(&path, to_json(&config).unwrap()).unwrap();
+        run_clean(Command::new("ignition-validate").arg(&path), name);
+    }
+}
+
+/// A root holding the host's systemd units (for the targets ours refer to), our units, and stub
+/// executables for every command they start, so `verify` checks our files and not this machine.
+fn systemd_root(root: &Path, config: &Config) -> Vec<String> {
+    let system = root.join("usr/lib/systemd");
+    std::fs::create_dir_all(&system).unwrap();
+    let host_units = ["/usr/lib/systemd/system", "/lib/systemd/system"]
+        .into_iter()
+        .find(|p| Path::new(p).is_dir())
+        .expect("host systemd unit directory");
+    let status = Command::new("cp")
+        .args(["-r", host_units])
+        .arg(&system)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let etc = root.join("etc/systemd/system");
+    std::fs::create_dir_all(&etc).unwrap();
+    let mut names = Vec::new();
+    for unit in &config.systemd.units {
+        let contents = unit.contents.as_deref().unwrap();
+        std::fs::write(etc.join(&unit.name), contents).unwrap();
+        stub_commands(root, contents);
+        names.push(unit.name.clone());
+    }
+    names
+}
+
+fn stub_commands(root: &Path, unit: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    for line in unit.lines().filter(|l| l.starts_with("Exec")) {
+        let cmd = line
+            .split_once('=')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .next()
+            .unwrap();
+        let path = match cmd.strip_prefix('/') {
+            Some(abs) => root.join(abs),
+            None => root.join("usr/bin").join(cmd),
+        };
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+#[test]
+fn systemd_analyze_verify_accepts_the_generated_units() {
+    if !have("systemd-analyze", &["--version"]) {
+        return;
+    }
+    for (name, config) in configs() {
+        let root = tempfile::tempdir().unwrap();
+        let units = systemd_root(root.path(), &config);
+        let mut cmd = Command::new("systemd-analyze");
+        cmd.args(["verify", "--man=no"])
+            .arg(format!("--root={}", root.path().display()))
+            .args(&units);
+        run_clean(&mut cmd, name);
+    }
+}
