@@ -1,0 +1,202 @@
+//! The customization areas of a CoreOS live ISO, on top of `iso9660`: where the Ignition embed
+//! area and the kernel-argument slots are (`/coreos/igninfo.json`, `/coreos/kargs.json` and their
+//! fallbacks), how their contents are encoded (an xz newc cpio holding `config.ign`; kargs plus an
+//! end byte plus padding) and how a customized copy of a multi-GiB ISO is written without reading
+//! it into memory. It speaks the same on-disk contract as `coreos-installer iso ignition|kargs`,
+//! so either tool reads what the other wrote. It knows nothing of OpenShift.
+
+mod ignition;
+mod initrd;
+mod kargs;
+mod patch;
+pub mod synthetic;
+
+pub use ignition::{IgnInfo, find_ignition_area, parse_igninfo};
+pub use initrd::{decode_ignition, encode_ignition, is_pristine};
+pub use kargs::{
+    KargSlot, KargsAreas, KargsFile, KargsJson, encode_kargs, find_kargs, parse_kargs_json,
+    read_kargs,
+};
+pub use patch::{Patch, apply_patches, copy_with_patches};
+
+use crate::iso9660::{BLOCK_SIZE, Entry, IsoError, IsoReader};
+use std::io::{Read, Seek, SeekFrom};
+
+/// The Ignition area of every known CoreOS image: cosa's `initrd_ignition_padding`.
+pub const IGNITION_AREA_LEN: u64 = 256 * 1024;
+
+/// An absolute byte range in the ISO file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmbedArea {
+    pub offset: u64,
+    pub length: u64,
+}
+
+impl EmbedArea {
+    /// One past the last byte.
+    pub fn end(&self) -> u64 {
+        self.offset + self.length
+    }
+}
+
+/// What can go wrong locating, reading or writing the embed areas. Callers branch on the kind
+/// (`NotCoreOs` versus a corrupt descriptor, `TooLarge` to tell the user what to trim).
+#[derive(Debug, thiserror::Error)]
+pub enum LiveIsoError {
+    /// coreos-installer's wording, so users searching for it find the same cause.
+    #[error("Unrecognized CoreOS ISO image.")]
+    NotCoreOs,
+    #[error("invalid {path}: {reason}")]
+    BadDescriptor { path: String, reason: String },
+    #[error(
+        "the compressed Ignition config is {compressed} bytes, larger than the {area}-byte Ignition embed area of the ISO"
+    )]
+    TooLarge { compressed: u64, area: u64 },
+    #[error("decoding the Ignition embed area: {0}")]
+    BadArea(String),
+    #[error("kernel arguments are {len} bytes; the embed area holds at most {max}")]
+    KargsTooLarge { len: usize, max: usize },
+    #[error("invalid kernel arguments {kargs:?}: {reason}")]
+    BadKargs { kargs: String, reason: String },
+    #[error(
+        "kernel argument embed areas disagree: {first:?} at offset {first_offset}, {other:?} at offset {other_offset}"
+    )]
+    KargsMismatch {
+        first: String,
+        first_offset: u64,
+        other: String,
+        other_offset: u64,
+    },
+    #[error(transparent)]
+    Iso(#[from] IsoError),
+    #[error("reading or writing the ISO: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads the bytes of `area` (an Ignition area or a karg slot) from the ISO file.
+pub fn read_area<F: Read + Seek>(file: &mut F, area: &EmbedArea) -> std::io::Result<Vec<u8>> {
+    let len = usize::try_from(area.length)
+        .map_err(|_| std::io::Error::other(format!("area of {} bytes", area.length)))?;
+    file.seek(SeekFrom::Start(area.offset))?;
+    let mut buf = vec![0u8; len];
+    file.read_exact(&mut buf)?;
+    Ok(buf)
+}
+
+/// Whether the ISO's Ignition area already holds something (a config, network keyfiles, or
+/// anything else): `create image` refuses such an ISO unless forced.
+pub fn is_customized<F: Read + Seek>(file: &mut F, area: &EmbedArea) -> std::io::Result<bool> {
+    Ok(!is_pristine(&read_area(file, area)?))
+}
+
+/// Upper-cases a lower-case descriptor path for look-up by ISO 9660 identifier, as
+/// coreos-installer does: the 8.3 names are what every CoreOS image carries.
+fn iso_name(path: &str) -> String {
+    path.trim_start_matches('/').to_ascii_uppercase()
+}
+
+/// Looks `iso_path` up by ISO 9660 name; a missing path is `None`, other errors stay errors.
+fn find_optional<R: Read + Seek>(
+    iso: &mut IsoReader<R>,
+    iso_path: &str,
+) -> Result<Option<Entry>, LiveIsoError> {
+    match iso.find_iso(iso_path) {
+        Ok(entry) if entry.is_dir => Err(LiveIsoError::Iso(IsoError::IsADirectory {
+            path: iso_path.to_string(),
+        })),
+        Ok(entry) => Ok(Some(entry)),
+        Err(IsoError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Finds the file a descriptor names (lower case) and checks `offset..offset+len` lies inside it;
+/// `len` defaults to the rest of the file. Returns the range as absolute bytes.
+fn locate_in_file<R: Read + Seek>(
+    iso: &mut IsoReader<R>,
+    descriptor: &str,
+    file: &str,
+    offset: u64,
+    len: Option<u64>,
+) -> Result<EmbedArea, LiveIsoError> {
+    let bad = |reason: String| LiveIsoError::BadDescriptor {
+        path: descriptor.to_string(),
+        reason,
+    };
+    let entry = find_optional(iso, &iso_name(file))?
+        .ok_or_else(|| bad(format!("it names {file:?}, which is not in the image")))?;
+    let length = len.unwrap_or(entry.size.saturating_sub(offset));
+    if offset
+        .checked_add(length)
+        .is_none_or(|end| end > entry.size)
+    {
+        return Err(bad(format!(
+            "{length} bytes at offset {offset} reach past the end of {file:?} ({} bytes)",
+            entry.size
+        )));
+    }
+    Ok(EmbedArea {
+        offset: u64::from(entry.extent) * BLOCK_SIZE as u64 + offset,
+        length,
+    })
+}
+
+/// Reads `len` bytes at absolute `offset` through the reader's bounds-checked block reads; used
+/// for structures that are not files (the legacy system-area header).
+fn read_raw<R: Read + Seek>(
+    iso: &mut IsoReader<R>,
+    offset: u64,
+    len: u64,
+) -> Result<Vec<u8>, LiveIsoError> {
+    let block = BLOCK_SIZE as u64;
+    let first = offset / block;
+    let skip = (offset % block) as usize;
+    let blocks = (offset % block + len).div_ceil(block);
+    let extent = u32::try_from(first)
+        .map_err(|_| LiveIsoError::BadArea(format!("offset {offset} is out of range")))?;
+    let span = Entry {
+        path: String::new(),
+        iso_path: String::new(),
+        is_dir: false,
+        mode: None,
+        size: blocks * block,
+        extent,
+    };
+    let bytes = iso.read_entry(&span)?;
+    Ok(bytes[skip..skip + len as usize].to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_names_are_upper_case_without_leading_slash() {
+        assert_eq!(iso_name("images/ignition.img"), "IMAGES/IGNITION.IMG");
+        assert_eq!(iso_name("/EFI/fedora/grub.cfg"), "EFI/FEDORA/GRUB.CFG");
+    }
+
+    #[test]
+    fn error_messages_carry_their_details() {
+        let cases = [
+            (LiveIsoError::NotCoreOs, "Unrecognized CoreOS ISO image."),
+            (
+                LiveIsoError::TooLarge {
+                    compressed: 300_000,
+                    area: 262_144,
+                },
+                "300000 bytes, larger than the 262144-byte",
+            ),
+            (
+                LiveIsoError::KargsTooLarge {
+                    len: 2000,
+                    max: 1138,
+                },
+                "2000 bytes; the embed area holds at most 1138",
+            ),
+        ];
+        for (err, want) in cases {
+            assert!(err.to_string().contains(want), "{err}");
+        }
+    }
+}

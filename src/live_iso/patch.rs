@@ -1,0 +1,215 @@
+//! Writing a customized ISO: the image (about 1 GiB for RHCOS) is copied by the kernel and only
+//! the embed areas are rewritten, so memory stays flat whatever the image size. `std::io::copy`
+//! between two files uses `copy_file_range` on Linux (a reflink or a server-side copy where the
+//! file system offers one) and itself falls back to `sendfile` and then a small buffered
+//! read/write loop on EXDEV, ENOSYS, EINVAL and the like; the patches are then `pwrite`n.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, MetadataExt};
+
+/// Bytes per copy call: bounds the time between progress reports, not memory.
+const COPY_CHUNK: u64 = 64 << 20;
+
+/// New bytes for an absolute range of the image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Patch {
+    pub offset: u64,
+    pub data: Vec<u8>,
+}
+
+impl Patch {
+    fn end(&self) -> u64 {
+        self.offset + self.data.len() as u64
+    }
+}
+
+/// Copies all of `src` to `dst` (truncated first), then writes `patches` over the copy.
+/// `progress` receives the number of bytes copied so far after each chunk. Both files' positions
+/// are moved. Patches must lie inside the image and not overlap, so the size never changes.
+pub fn copy_with_patches(
+    src: &File,
+    dst: &File,
+    patches: &[Patch],
+    progress: &mut dyn FnMut(u64),
+) -> io::Result<()> {
+    let (meta, dst_meta) = (src.metadata()?, dst.metadata()?);
+    if (meta.dev(), meta.ino()) == (dst_meta.dev(), dst_meta.ino()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the source and the destination are the same file; patch it in place instead",
+        ));
+    }
+    let len = meta.len();
+    check_patches(patches, len)?;
+    dst.set_len(0)?;
+    let (mut from, mut to) = (src, dst);
+    from.seek(SeekFrom::Start(0))?;
+    to.seek(SeekFrom::Start(0))?;
+    let mut copied = 0u64;
+    while copied < len {
+        let n = io::copy(&mut from.take(COPY_CHUNK.min(len - copied)), &mut to)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("the source ended after {copied} of {len} bytes"),
+            ));
+        }
+        copied += n;
+        progress(copied);
+    }
+    write_patches(dst, patches)
+}
+
+/// Writes `patches` into `file` in place (coreos-installer's mode without `-o`).
+pub fn apply_patches(file: &File, patches: &[Patch]) -> io::Result<()> {
+    check_patches(patches, file.metadata()?.len())?;
+    write_patches(file, patches)
+}
+
+fn write_patches(file: &File, patches: &[Patch]) -> io::Result<()> {
+    for p in patches {
+        file.write_all_at(&p.data, p.offset)?;
+    }
+    Ok(())
+}
+
+/// Refuses patches past the end (they would grow the image) or overlapping (one would silently
+/// win): both mean the areas were located wrongly.
+fn check_patches(patches: &[Patch], len: u64) -> io::Result<()> {
+    let mut sorted: Vec<&Patch> = patches.iter().collect();
+    sorted.sort_by_key(|p| p.offset);
+    let invalid = |msg: String| Err(io::Error::new(io::ErrorKind::InvalidInput, msg));
+    for pair in sorted.windows(2) {
+        if pair[0].end() > pair[1].offset {
+            return invalid(format!(
+                "patches at offsets {} and {} overlap",
+                pair[0].offset, pair[1].offset
+            ));
+        }
+    }
+    match sorted.last() {
+        Some(p)
+            if p.offset
+                .checked_add(p.data.len() as u64)
+                .is_none_or(|e| e > len) =>
+        {
+            invalid(format!(
+                "a {}-byte patch at offset {} reaches past the end of the {len}-byte image",
+                p.data.len(),
+                p.offset
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn file_with(bytes: &[u8]) -> File {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(bytes).unwrap();
+        f
+    }
+
+    fn contents(mut f: &File) -> Vec<u8> {
+        let mut out = Vec::new();
+        f.seek(SeekFrom::Start(0)).unwrap();
+        f.read_to_end(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn copies_everything_then_patches() {
+        let src_bytes: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let src = file_with(&src_bytes);
+        let dst = file_with(&[7u8; 300_000]); // longer: must be truncated
+        let patches = [
+            Patch {
+                offset: 10,
+                data: b"abc".to_vec(),
+            },
+            Patch {
+                offset: 99_998,
+                data: b"yz".to_vec(),
+            },
+        ];
+        let mut seen = Vec::new();
+        copy_with_patches(&src, &dst, &patches, &mut |n| seen.push(n)).unwrap();
+        let mut want = src_bytes.clone();
+        want[10..13].copy_from_slice(b"abc");
+        want[99_998..].copy_from_slice(b"yz");
+        assert_eq!(contents(&dst), want);
+        assert_eq!(seen.last(), Some(&100_000));
+        assert_eq!(contents(&src), src_bytes, "source untouched");
+    }
+
+    #[test]
+    fn bad_patches_are_refused_before_anything_is_written() {
+        let src = file_with(&[1u8; 100]);
+        let cases = [
+            (
+                vec![Patch {
+                    offset: 99,
+                    data: vec![0, 0],
+                }],
+                "reaches past the end of the 100-byte",
+            ),
+            (
+                vec![Patch {
+                    offset: u64::MAX,
+                    data: vec![0],
+                }],
+                "reaches past the end",
+            ),
+            (
+                vec![
+                    Patch {
+                        offset: 50,
+                        data: vec![0; 5],
+                    },
+                    Patch {
+                        offset: 10,
+                        data: vec![0; 41],
+                    },
+                ],
+                "patches at offsets 10 and 50 overlap",
+            ),
+        ];
+        for (patches, want) in cases {
+            let dst = file_with(b"keep");
+            let err = copy_with_patches(&src, &dst, &patches, &mut |_| {}).unwrap_err();
+            assert!(err.to_string().contains(want), "{err}");
+            assert_eq!(contents(&dst), b"keep");
+            assert!(apply_patches(&src, &patches).is_err());
+        }
+        assert_eq!(contents(&src), [1u8; 100]);
+    }
+
+    #[test]
+    fn refuses_to_copy_a_file_onto_itself() {
+        let f = file_with(b"precious");
+        let again = f.try_clone().unwrap();
+        let err = copy_with_patches(&f, &again, &[], &mut |_| {}).unwrap_err();
+        assert!(err.to_string().contains("same file"), "{err}");
+        assert_eq!(contents(&f), b"precious");
+    }
+
+    #[test]
+    fn applies_in_place() {
+        let f = file_with(&[0u8; 16]);
+        apply_patches(
+            &f,
+            &[Patch {
+                offset: 4,
+                data: b"hi".to_vec(),
+            }],
+        )
+        .unwrap();
+        assert_eq!(&contents(&f)[..8], b"\0\0\0\0hi\0\0");
+        assert_eq!(contents(&f).len(), 16);
+    }
+}

@@ -1,0 +1,218 @@
+//! Registry credentials from a pull secret (`{"auths": {"quay.io": {"auth": base64("user:pass")}}}`), looked
+//! up the way containers/image reads an auth file: the most specific `host[:port][/path]` key that contains
+//! the repository wins.
+//!
+//! Nothing here may reach a log line or an error message: errors name keys and positions, never values.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+
+/// A decoded pull secret. `Debug` shows the registry keys only.
+#[derive(Clone, Default, Deserialize)]
+pub struct PullSecret {
+    #[serde(default)]
+    auths: BTreeMap<String, AuthEntry>,
+}
+
+#[derive(Clone, Default, Deserialize)]
+struct AuthEntry {
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+}
+
+/// A user name and password for HTTP basic auth (or the token exchange that starts with it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub username: String,
+    pub password: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Credentials {{ username: {:?}, password: <redacted> }}",
+            self.username
+        )
+    }
+}
+
+impl fmt::Debug for PullSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PullSecret")
+            .field("registries", &self.auths.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Decodes a pull secret. Errors give the line and column only: serde's own messages quote values.
+pub fn parse_pull_secret(text: &str) -> Result<PullSecret, String> {
+    serde_json::from_str(text).map_err(|e| {
+        format!(
+            "pull secret is not a valid auth file ({:?} error at line {}, column {})",
+            e.classify(),
+            e.line(),
+            e.column()
+        )
+    })
+}
+
+impl PullSecret {
+    /// Credentials for `registry` (`host[:port]`) and `repository` (`org/seed`), or `None` for anonymous
+    /// access. An entry that is present but undecodable is an error naming its key.
+    pub fn credentials_for(
+        &self,
+        registry: &str,
+        repository: &str,
+    ) -> Result<Option<Credentials>, String> {
+        let name = format!("{}/{repository}", normalize_key(registry));
+        let best = self
+            .auths
+            .iter()
+            .filter(|(key, _)| {
+                let key = normalize_key(key);
+                name == key || name.starts_with(&format!("{key}/"))
+            })
+            .max_by_key(|(key, _)| normalize_key(key).len());
+        match best {
+            Some((key, entry)) => entry
+                .credentials()
+                .map_err(|why| format!("pull secret: auths[{key:?}]: {why}")),
+            None => Ok(None),
+        }
+    }
+}
+
+impl AuthEntry {
+    fn credentials(&self) -> Result<Option<Credentials>, String> {
+        if let Some(auth) = self.auth.as_deref().filter(|a| !a.is_empty()) {
+            let raw = openssl::base64::decode_block(auth.trim())
+                .map_err(|_| "auth is not valid base64".to_string())?;
+            let text = String::from_utf8(raw)
+                .map_err(|_| "auth does not decode to UTF-8 text".to_string())?;
+            let Some((user, pass)) = text.split_once(':') else {
+                return Err("auth does not decode to user:password".into());
+            };
+            return Ok(Some(Credentials {
+                username: user.into(),
+                password: pass.into(),
+            }));
+        }
+        match (&self.username, &self.password) {
+            (Some(u), Some(p)) => Ok(Some(Credentials {
+                username: u.clone(),
+                password: p.clone(),
+            })),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// Auth-file keys may carry a scheme or the legacy Docker Hub URL; the registry `docker.io` has aliases.
+fn normalize_key(key: &str) -> String {
+    let k = key
+        .trim_start_matches("https://")
+        .trim_start_matches("http://");
+    let k = k.trim_end_matches('/');
+    let k = k
+        .strip_suffix("/v1")
+        .or_else(|| k.strip_suffix("/v2"))
+        .unwrap_or(k);
+    match k {
+        "index.docker.io" | "registry-1.docker.io" => "docker.io".into(),
+        _ => k.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b64(s: &str) -> String {
+        openssl::base64::encode_block(s.as_bytes())
+    }
+
+    fn secret() -> PullSecret {
+        let text = format!(
+            r#"{{"auths": {{
+                "quay.io": {{"auth": "{}", "email": "x@example.com"}},
+                "quay.io/org/private": {{"auth": "{}"}},
+                "127.0.0.1:5000": {{"auth": "{}"}},
+                "https://index.docker.io/v1/": {{"auth": "{}"}},
+                "plain.lab": {{"username": "u", "password": "p"}},
+                "broken.lab": {{"auth": "!!!"}},
+                "nocolon.lab": {{"auth": "{}"}}
+            }}}}"#,
+            b64("quay-user:quay:pass"),
+            b64("org-user:org-pass"),
+            b64("local:secret"),
+            b64("hub:hubpass"),
+            b64("justuser"),
+        );
+        parse_pull_secret(&text).expect("parse")
+    }
+
+    #[test]
+    fn looks_up_credentials() {
+        let s = secret();
+        let creds = |reg: &str, repo: &str| {
+            s.credentials_for(reg, repo)
+                .expect("lookup")
+                .map(|c| format!("{}:{}", c.username, c.password))
+        };
+        assert_eq!(
+            creds("quay.io", "org/seed").as_deref(),
+            Some("quay-user:quay:pass")
+        );
+        assert_eq!(
+            creds("quay.io", "org/private/seed").as_deref(),
+            Some("org-user:org-pass")
+        );
+        assert_eq!(
+            creds("quay.io", "org/privateer").as_deref(),
+            Some("quay-user:quay:pass")
+        );
+        assert_eq!(
+            creds("127.0.0.1:5000", "seed").as_deref(),
+            Some("local:secret")
+        );
+        assert_eq!(creds("127.0.0.1:5001", "seed"), None);
+        assert_eq!(
+            creds("docker.io", "library/seed").as_deref(),
+            Some("hub:hubpass")
+        );
+        assert_eq!(creds("plain.lab", "seed").as_deref(), Some("u:p"));
+        assert_eq!(creds("registry.redhat.io", "seed"), None);
+    }
+
+    #[test]
+    fn errors_never_show_secrets() {
+        let s = secret();
+        let e = s.credentials_for("broken.lab", "x").expect_err("broken");
+        assert_eq!(
+            e,
+            r#"pull secret: auths["broken.lab"]: auth is not valid base64"#
+        );
+        let e = s.credentials_for("nocolon.lab", "x").expect_err("no colon");
+        assert_eq!(
+            e,
+            r#"pull secret: auths["nocolon.lab"]: auth does not decode to user:password"#
+        );
+        let e = parse_pull_secret(r#"{"auths": {"q.io": {"auth": 5, "hunter2": "hunter2"}}}"#)
+            .expect_err("bad");
+        assert!(!e.contains("hunter2") && e.contains("line 1"), "{e}");
+        let e = parse_pull_secret(r#"{"auths": ["hunter2-secret"]}"#).expect_err("bad");
+        assert!(!e.contains("hunter2"), "{e}");
+        let debug = format!("{s:?} {:?}", s.credentials_for("quay.io", "a").expect("ok"));
+        assert!(
+            !debug.contains("quay:pass") && !debug.contains("secret"),
+            "{debug}"
+        );
+    }
+}
