@@ -12,7 +12,7 @@ pub mod merge;
 pub mod registries;
 pub mod types;
 
-pub use installation::{InstallationIgnitionInputs, build_installation_ignition};
+pub use installation::{INSTALL_UNIT, InstallationIgnitionInputs, build_installation_ignition};
 pub use merge::{merge_configs, parse_override};
 pub use types::{
     Config, File, IGNITION_VERSION, Ignition, NodeUser, Passwd, PasswdUser, Resource, Storage,

@@ -370,15 +370,6 @@ fn config_template_is_private_and_not_clobbered() {
 }
 
 #[test]
-fn create_image_says_not_yet_implemented() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_str().unwrap();
-    let out = ibi(&["create", "image", "--dir", d], &[]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not yet implemented"));
-}
-
-#[test]
 fn version_and_completions() {
     let out = ibi(&["--version"], &[]);
     assert_ok(&out);

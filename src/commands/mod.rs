@@ -5,6 +5,7 @@ pub mod create_config_image;
 mod create_config_template;
 mod create_image;
 pub mod ign_report;
+mod inspect;
 
 use anyhow::Result;
 
@@ -20,7 +21,7 @@ pub fn run(cli: Cli) -> Result<()> {
             create_config_template::run_image(&o)
         }
         Command::Create(CreateCommand::Image(o)) => create_image::run(&o),
-        Command::Inspect(_) => anyhow::bail!("inspect: not yet implemented"),
+        Command::Inspect(o) => inspect::run(&o),
         Command::Completion(o) => completion::run(&o),
     }
 }

@@ -1,4 +1,5 @@
-//! Small, boring helpers: atomic file writes and logging setup.
+//! Small, boring helpers: atomic file writes, logging setup and progress bars.
 
 pub mod fs;
 pub mod logging;
+pub mod progress;

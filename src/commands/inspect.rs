@@ -1,0 +1,139 @@
+//! `ibi inspect ISO`: what an ISO is and what it carries, without printing secrets.
+//!
+//! Kinds: a configuration ISO (volume `cluster-config` with `cluster-configuration/manifest.json`),
+//! an installation ISO (a CoreOS live ISO whose embedded config runs the IBI install unit), a
+//! CoreOS live ISO with some other or no embedded config, or another ISO 9660 image.
+
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::cli::InspectOpts;
+use crate::commands::ign_report;
+use crate::config_iso::{MANIFEST_PATH, VOLUME_LABEL};
+use crate::ignition::INSTALL_UNIT;
+use crate::iso9660::IsoReader;
+use crate::live_iso::{self, LiveIsoError};
+
+/// post-pivot also accepts this older label.
+const LEGACY_VOLUME_LABEL: &str = "relocation-config";
+/// manifest.json keys safe to show; everything else may hold keys or secrets.
+const MANIFEST_SHOWN: [&str; 6] = [
+    "api_version",
+    "cluster_name",
+    "base_domain",
+    "hostname",
+    "cluster_id",
+    "release_registry",
+];
+
+pub fn run(opts: &InspectOpts) -> Result<()> {
+    let path = &opts.iso;
+    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut iso = IsoReader::open(file)
+        .with_context(|| format!("{}: not an ISO 9660 image", path.display()))?;
+    let mut out = String::new();
+    out.push_str(&format!("Volume id: {}\n", iso.volume_id()));
+    let config_label = [VOLUME_LABEL, LEGACY_VOLUME_LABEL].contains(&iso.volume_id());
+    if config_label && iso.find(MANIFEST_PATH).is_ok() {
+        if opts.ignition {
+            bail!(
+                "{}: a configuration ISO carries no Ignition config",
+                path.display()
+            );
+        }
+        describe_config_iso(&mut iso, &mut out)?;
+    } else {
+        match live_iso::find_ignition_area(&mut iso) {
+            Ok(area) => {
+                let kargs = live_iso::find_kargs(&mut iso)?;
+                let mut file = iso.into_inner();
+                let raw = live_iso::decode_ignition(&live_iso::read_area(&mut file, &area)?)?;
+                if opts.ignition {
+                    return print_raw(path, raw);
+                }
+                describe_live_iso(raw, &area, kargs, &mut file, &mut out)?;
+            }
+            Err(LiveIsoError::NotCoreOs) if !opts.ignition => {
+                out.push_str("Kind: other ISO 9660 image\n")
+            }
+            Err(LiveIsoError::NotCoreOs) => bail!("{}: not a CoreOS live ISO", path.display()),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+    print!("{out}");
+    Ok(())
+}
+
+fn print_raw(path: &Path, raw: Option<Vec<u8>>) -> Result<()> {
+    let raw = raw.with_context(|| format!("{}: no embedded Ignition config", path.display()))?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(&raw)
+        .and_then(|()| stdout.flush())
+        .context("writing to stdout")
+}
+
+fn describe_config_iso<R: Read + Seek>(iso: &mut IsoReader<R>, out: &mut String) -> Result<()> {
+    out.push_str("Kind: configuration ISO (lifecycle-agent post-pivot)\n");
+    let manifest: Value = serde_json::from_slice(&iso.read_file(MANIFEST_PATH)?)
+        .with_context(|| format!("{MANIFEST_PATH} is not JSON"))?;
+    for key in MANIFEST_SHOWN {
+        if let Some(v) = manifest.get(key) {
+            let shown = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+            out.push_str(&format!("  {key}: {shown}\n"));
+        }
+    }
+    out.push_str("Files (contents hidden):\n");
+    for e in iso.walk()? {
+        let kind = if e.is_dir { "dir " } else { "file" };
+        out.push_str(&format!("  {kind} {} ({} bytes)\n", e.path, e.size));
+    }
+    Ok(())
+}
+
+fn describe_live_iso<F: Read + Seek>(
+    raw: Option<Vec<u8>>,
+    area: &live_iso::EmbedArea,
+    kargs: Option<live_iso::KargsAreas>,
+    file: &mut F,
+    out: &mut String,
+) -> Result<()> {
+    let config: Option<Value> = match &raw {
+        Some(bytes) => {
+            Some(serde_json::from_slice(bytes).context("the embedded config is not JSON")?)
+        }
+        None => None,
+    };
+    let is_install = config.as_ref().is_some_and(|c| {
+        ign_report::units(c)
+            .iter()
+            .any(|(name, _)| name == INSTALL_UNIT)
+    });
+    out.push_str(match (&config, is_install) {
+        (Some(_), true) => "Kind: installation ISO (image-based install)\n",
+        (Some(_), false) => "Kind: CoreOS live ISO with an embedded Ignition config\n",
+        (None, _) => "Kind: plain CoreOS live ISO\n",
+    });
+    out.push_str(&format!(
+        "Ignition embed area: {} bytes at offset {}\n",
+        area.length, area.offset
+    ));
+    match kargs {
+        Some(k) => {
+            let current = live_iso::read_kargs(file, &k)?;
+            out.push_str(&format!("Live kernel arguments: {current}\n"));
+            if current != k.default {
+                out.push_str(&format!("Default kernel arguments: {}\n", k.default));
+            }
+        }
+        None => out.push_str("Live kernel arguments: not modifiable (no kargs.json)\n"),
+    }
+    if let Some(c) = &config {
+        out.push_str(&ign_report::describe(c));
+    }
+    Ok(())
+}
