@@ -1,0 +1,382 @@
+//! End-to-end tests of `ibi create image` and `ibi inspect`: synthetic live ISOs of every layout
+//! round-tripped through coreos-installer, the seed checked through the bundled OCI layout and a
+//! real local registry, and the refusals (existing config, too large, not CoreOS, bad seed).
+
+mod common;
+mod common_registry;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use common_registry::{TestRegistry, fixture_seed, have_tools};
+use ibi::live_iso::synthetic::{IgnitionLayout, SyntheticIso};
+use serde_json::Value;
+
+const CONFIG: &str = "image-based-installation-config.yaml";
+
+/// A site with the bundled example config, its seed pointing at the fixture by absolute path.
+fn site(edit: impl FnOnce(String) -> String) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("seed-fixtures/example-install")
+        .join(CONFIG);
+    let text = fs::read_to_string(example).unwrap().replace(
+        "oci:seed-fixtures/seed:4.16.0",
+        &format!("oci:{}:4.16.0", fixture_seed().display()),
+    );
+    fs::write(dir.path().join(CONFIG), edit(text)).unwrap();
+    dir
+}
+
+/// The example site with a fresh synthetic base ISO of `layout` beside it.
+fn default_site(layout: IgnitionLayout, kargs: bool) -> (tempfile::TempDir, PathBuf) {
+    let site = site(|t| t);
+    let base = base_iso(site.path(), &SyntheticIso::new(layout, kargs));
+    (site, base)
+}
+
+fn base_iso(dir: &Path, iso: &SyntheticIso) -> PathBuf {
+    let p = dir.join(format!("{}.iso", iso.name()));
+    iso.write(fs::File::create(&p).unwrap()).unwrap();
+    p
+}
+
+fn create_image(site: &Path, base: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "create",
+        "image",
+        "--dir",
+        site.to_str().unwrap(),
+        "--base-iso",
+        base.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    ibi(&args, &[])
+}
+
+fn show_ignition(iso: &Path) -> Vec<u8> {
+    let out = std::process::Command::new("coreos-installer")
+        .args(["iso", "ignition", "show"])
+        .arg(iso)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn our_ignition(iso: &Path) -> Vec<u8> {
+    let out = ibi(&["inspect", "--ignition", iso.to_str().unwrap()], &[]);
+    assert_ok(&out);
+    out.stdout
+}
+
+/// The decoded contents of one `storage.files` entry.
+fn file_in(config: &[u8], path: &str) -> String {
+    let v: Value = serde_json::from_slice(config).unwrap();
+    let files = v["storage"]["files"].as_array().unwrap();
+    let f = files
+        .iter()
+        .find(|f| f["path"] == path)
+        .unwrap_or_else(|| panic!("{path} missing"));
+    let src = f["contents"]["source"].as_str().unwrap();
+    let b64 = src.split_once(";base64,").unwrap().1;
+    String::from_utf8(openssl::base64::decode_block(b64).unwrap()).unwrap()
+}
+
+fn ibi_configuration(config: &[u8]) -> Value {
+    serde_json::from_str(&file_in(config, "/var/tmp/ibi-configuration.json")).unwrap()
+}
+
+#[test]
+fn example_builds_a_valid_installation_iso() {
+    let test = "example_builds_a_valid_installation_iso";
+    let (site, base) = default_site(IgnitionLayout::WholeFile, true);
+    assert_ok(&create_image(site.path(), &base, &[]));
+    let out = site.path().join("rhcos-ibi.iso");
+    assert_eq!(mode(&out), 0o600, "holds the pull secret");
+    let (a, b) = (fs::read(&base).unwrap(), fs::read(&out).unwrap());
+    assert_eq!(a.len(), b.len(), "ISO size unchanged");
+    let config = our_ignition(&out);
+    let cfg = ibi_configuration(&config);
+    assert_eq!(cfg["seedVersion"], "4.16.0");
+    assert_eq!(
+        cfg["installationDisk"],
+        "/dev/disk/by-id/wwn-0x5000c500a0b1c2d3"
+    );
+    assert_eq!(cfg["extraPartitionLabel"], "var-lib-containers");
+    assert_eq!(cfg["precacheBestEffort"], true);
+    assert!(
+        cfg["seedImage"].as_str().unwrap().starts_with("oci:"),
+        "a layout is not pinned: {cfg}"
+    );
+    if tool("coreos-installer", test) {
+        assert_eq!(
+            show_ignition(&out),
+            config,
+            "coreos-installer reads our config byte for byte"
+        );
+    }
+    if tool("ignition-validate", test) {
+        let f = site.path().join("config.ign");
+        fs::write(&f, &config).unwrap();
+        run_tool("ignition-validate", &[f.to_str().unwrap()]);
+    }
+}
+
+#[test]
+fn every_layout_round_trips_with_live_kargs() {
+    let test = "every_layout_round_trips_with_live_kargs";
+    if !tool("coreos-installer", test) {
+        return;
+    }
+    for iso in SyntheticIso::all() {
+        let site = site(|t| format!("{t}liveKernelArgs:\n  - console=ttyS0,115200\n"));
+        let base = base_iso(site.path(), &iso);
+        let res = create_image(site.path(), &base, &[]);
+        if !iso.kargs {
+            assert_eq!(res.status.code(), Some(1), "{}", iso.name());
+            let err = String::from_utf8_lossy(&res.stderr);
+            assert!(
+                err.contains("liveKernelArgs") && err.contains("no kernel-argument"),
+                "{err}"
+            );
+            assert!(!site.path().join("rhcos-ibi.iso").exists());
+            continue;
+        }
+        assert_ok(&res);
+        let out = site.path().join("rhcos-ibi.iso");
+        assert_eq!(show_ignition(&out), our_ignition(&out), "{}", iso.name());
+        let kargs = run_tool(
+            "coreos-installer",
+            &["iso", "kargs", "show", out.to_str().unwrap()],
+        );
+        let default = run_tool(
+            "coreos-installer",
+            &["iso", "kargs", "show", "--default", out.to_str().unwrap()],
+        );
+        assert_eq!(
+            kargs.trim_end(),
+            format!("{} console=ttyS0,115200", default.trim_end()),
+            "{}",
+            iso.name()
+        );
+        let report = ibi(&["inspect", out.to_str().unwrap()], &[]);
+        assert!(
+            String::from_utf8_lossy(&report.stdout).contains(kargs.trim_end()),
+            "{}",
+            iso.name()
+        );
+    }
+}
+
+#[test]
+fn only_the_embed_area_changes() {
+    let (site, base) = default_site(IgnitionLayout::InsideFile, true);
+    assert_ok(&create_image(site.path(), &base, &[]));
+    let (a, b) = (
+        fs::read(&base).unwrap(),
+        fs::read(site.path().join("rhcos-ibi.iso")).unwrap(),
+    );
+    let first = a
+        .iter()
+        .zip(&b)
+        .position(|(x, y)| x != y)
+        .expect("something changed");
+    let last = a.len()
+        - 1
+        - a.iter()
+            .rev()
+            .zip(b.iter().rev())
+            .position(|(x, y)| x != y)
+            .unwrap();
+    assert!(
+        last - first < 256 * 1024,
+        "changes span {first}..={last}, more than the embed area"
+    );
+}
+
+#[test]
+fn registry_seed_is_pinned_by_digest_unless_asked_not_to() {
+    let test = "registry_seed_is_pinned_by_digest_unless_asked_not_to";
+    if !have_tools(test, &["docker-registry", "skopeo"]) {
+        return;
+    }
+    let Some(reg) = TestRegistry::start(test) else {
+        return;
+    };
+    let pushed = reg.push(&fixture_seed(), "4.16.0", "edge/seed");
+    let site = site(|t| t.replace(&format!("oci:{}:4.16.0", fixture_seed().display()), &pushed));
+    let base = base_iso(
+        site.path(),
+        &SyntheticIso::new(IgnitionLayout::WholeFile, true),
+    );
+    let insecure = ["--insecure-registry", reg.addr.as_str()];
+    assert_ok(&create_image(site.path(), &base, &insecure));
+    let config = our_ignition(&site.path().join("rhcos-ibi.iso"));
+    let seed = ibi_configuration(&config)["seedImage"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        seed.starts_with(&format!("{}/edge/seed@sha256:", reg.addr)),
+        "{seed}"
+    );
+    let unit = file_in(&config, "/usr/local/bin/install-rhcos-and-restore-seed.sh");
+    assert!(unit.contains("SEED_IMAGE"), "the script reads SEED_IMAGE");
+    let v: Value = serde_json::from_slice(&config).unwrap();
+    let install = v["systemd"]["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "install-rhcos-and-restore-seed.service")
+        .unwrap();
+    assert!(
+        install["contents"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("SEED_IMAGE={seed}"))
+    );
+
+    let flags = ["--insecure-registry", reg.addr.as_str(), "--no-pin-seed"];
+    assert_ok(&create_image(site.path(), &base, &flags));
+    let config = our_ignition(&site.path().join("rhcos-ibi.iso"));
+    assert_eq!(ibi_configuration(&config)["seedImage"], pushed.as_str());
+}
+
+#[test]
+fn seed_mismatch_is_an_error_and_skip_makes_it_a_warning() {
+    let site = site(|t| t.replace("seedVersion: 4.16.0", "seedVersion: 4.16.1"));
+    let base = base_iso(
+        site.path(),
+        &SyntheticIso::new(IgnitionLayout::WholeFile, true),
+    );
+    let res = create_image(site.path(), &base, &[]);
+    assert_eq!(res.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&res.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("error: image-based-installation-config.yaml: seedVersion: "));
+    let line = line.unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        line.contains("4.16.0") && line.contains("4.16.1"),
+        "names both values: {line}"
+    );
+    assert!(!site.path().join("rhcos-ibi.iso").exists());
+    let res = create_image(site.path(), &base, &["--skip-seed-checks"]);
+    assert_ok(&res);
+    assert!(
+        String::from_utf8_lossy(&res.stderr).contains("4.16.1"),
+        "warned"
+    );
+}
+
+#[test]
+fn an_iso_with_a_config_is_refused_unless_forced() {
+    let (site, base) = default_site(IgnitionLayout::Legacy, false);
+    assert_ok(&create_image(site.path(), &base, &[]));
+    let used = site.path().join("used.iso");
+    fs::rename(site.path().join("rhcos-ibi.iso"), &used).unwrap();
+    let res = create_image(site.path(), &used, &[]);
+    assert_eq!(res.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&res.stderr).contains("already carries an Ignition config"));
+    assert!(!site.path().join("rhcos-ibi.iso").exists());
+    assert_ok(&create_image(site.path(), &used, &["--force"]));
+}
+
+#[test]
+fn too_large_names_sizes_and_biggest_files() {
+    let site = site(|t| t);
+    let mut noise = vec![0u8; 400 * 1024];
+    openssl::rand::rand_bytes(&mut noise).unwrap();
+    let script = format!("#!/bin/bash\n# {}\n", openssl::base64::encode_block(&noise));
+    fs::write(site.path().join("post.sh"), script).unwrap();
+    let base = base_iso(
+        site.path(),
+        &SyntheticIso::new(IgnitionLayout::WholeFile, true),
+    );
+    let res = create_image(site.path(), &base, &[]);
+    assert_eq!(res.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(err.contains("262144-byte Ignition embed area"), "{err}");
+    assert!(err.contains("biggest files: /var/tmp/post.sh ("), "{err}");
+    assert!(!site.path().join("rhcos-ibi.iso").exists());
+}
+
+#[test]
+fn a_plain_iso_is_not_a_base() {
+    let site = site(|t| t);
+    let plain = site.path().join("plain.iso");
+    let mut b = ibi::iso9660::IsoBuilder::new();
+    b.add_file("readme.txt", b"hello".to_vec(), 0o644).unwrap();
+    let opts = ibi::iso9660::WriteOptions {
+        volume_id: "PLAIN".into(),
+        timestamp: 0,
+    };
+    b.write(&opts, fs::File::create(&plain).unwrap()).unwrap();
+    let res = create_image(site.path(), &plain, &[]);
+    assert_eq!(res.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&res.stderr).contains("Unrecognized CoreOS ISO image."));
+    let report = ibi(&["inspect", plain.to_str().unwrap()], &[]);
+    assert_ok(&report);
+    assert!(String::from_utf8_lossy(&report.stdout).contains("Kind: other ISO 9660 image"));
+}
+
+#[test]
+fn missing_required_fields_are_all_reported() {
+    let site = site(|t| {
+        t.lines()
+            .filter(|l| !l.starts_with("seedImage:") && !l.starts_with("installationDisk:"))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    });
+    let base = base_iso(
+        site.path(),
+        &SyntheticIso::new(IgnitionLayout::WholeFile, true),
+    );
+    let res = create_image(site.path(), &base, &[]);
+    assert_eq!(res.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(
+        err.contains("error: image-based-installation-config.yaml: seedImage: required"),
+        "{err}"
+    );
+    assert!(
+        err.contains("error: image-based-installation-config.yaml: installationDisk: required"),
+        "{err}"
+    );
+}
+
+#[test]
+fn inspect_shows_kinds_and_hides_secrets() {
+    let (site, base) = default_site(IgnitionLayout::WholeFile, true);
+    assert_ok(&create_image(site.path(), &base, &[]));
+    let out = ibi(
+        &[
+            "inspect",
+            site.path().join("rhcos-ibi.iso").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Kind: installation ISO"), "{text}");
+    assert!(
+        text.contains("Unit: install-rhcos-and-restore-seed.service (enabled)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("File: /var/tmp/pull-secret.json mode 0600"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("ZXhhbXBsZTpub3QtYS1yZWFsLXBhc3N3b3Jk"),
+        "pull secret leaked: {text}"
+    );
+    let plain = ibi(&["inspect", base.to_str().unwrap()], &[]);
+    assert!(String::from_utf8_lossy(&plain.stdout).contains("Kind: plain CoreOS live ISO"));
+}
