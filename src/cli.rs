@@ -25,6 +25,10 @@ pub enum Command {
     Create(CreateCommand),
     /// Say what an ISO is (installation, configuration, plain CoreOS, other) and what it carries
     Inspect(InspectOpts),
+    /// Host-side work on the live ISO and the installed host (feature `agent`)
+    #[cfg(feature = "agent")]
+    #[command(subcommand)]
+    Agent(AgentCommand),
     /// Print a shell completion script to stdout
     Completion(CompletionOpts),
 }
@@ -113,6 +117,38 @@ pub struct InspectOpts {
     /// Print the raw embedded Ignition config (secrets included) instead of the summary
     #[arg(long)]
     pub ignition: bool,
+}
+
+#[cfg(feature = "agent")]
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Install RHCOS and restore the seed, as `lca-cli ibi` does, from ibi-configuration.json
+    Install(AgentInstallOpts),
+    /// Wait for the `cluster-config` device and copy it to /opt/openshift
+    FetchConfig(AgentFetchConfigOpts),
+}
+
+#[cfg(feature = "agent")]
+#[derive(Debug, Args)]
+pub struct AgentInstallOpts {
+    /// The configuration `create image` embeds (the same file `lca-cli ibi -f` reads)
+    #[arg(
+        short = 'f',
+        long = "config",
+        default_value = "/var/tmp/ibi-configuration.json"
+    )]
+    pub config: PathBuf,
+}
+
+#[cfg(feature = "agent")]
+#[derive(Debug, Args)]
+pub struct AgentFetchConfigOpts {
+    /// Where the configuration is copied (lifecycle-agent's post-pivot reads it there)
+    #[arg(long, default_value = "/opt/openshift")]
+    pub target: PathBuf,
+    /// Give up after this many seconds (default: wait forever, like post-pivot)
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,8 @@
 //! host agent can reuse every piece. Arrows point down: `commands` compose `config`, `iso9660`, `pki`,
 //! `reconfig` and `site`; the format modules know nothing of OpenShift.
 
+#[cfg(feature = "agent")]
+pub mod agent;
 pub mod base_iso;
 pub mod cli;
 pub mod commands;

@@ -1,5 +1,7 @@
 //! One file per command, each a `run(opts)` that composes the modules below it.
 
+#[cfg(feature = "agent")]
+mod agent;
 mod completion;
 pub mod create_config_image;
 mod create_config_template;
@@ -22,6 +24,8 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Create(CreateCommand::Image(o)) => create_image::run(&o),
         Command::Inspect(o) => inspect::run(&o),
+        #[cfg(feature = "agent")]
+        Command::Agent(c) => agent::run(c),
         Command::Completion(o) => completion::run(&o),
     }
 }
