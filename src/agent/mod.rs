@@ -1,3 +1,6 @@
 //! The host side of image-based installation (feature `agent`, Linux only): on the live ISO,
 //! install RHCOS and restore the seed; on the installed host, fetch the configuration ISO.
 //! Nothing here is needed to build ISOs on a workstation.
+
+pub mod cmd;
+pub mod disk;
