@@ -4,3 +4,5 @@
 
 pub mod cmd;
 pub mod disk;
+pub mod prepare_config;
+pub mod state;
