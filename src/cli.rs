@@ -149,6 +149,9 @@ pub struct AgentFetchConfigOpts {
     /// Give up after this many seconds (default: wait forever, like post-pivot)
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
+    /// Probe only this kernel block device name (repeatable, e.g. `sr0`); default: every device
+    #[arg(long, value_name = "NAME")]
+    pub device: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -4,5 +4,6 @@
 
 pub mod cmd;
 pub mod disk;
+pub mod fetch_config;
 pub mod prepare_config;
 pub mod state;

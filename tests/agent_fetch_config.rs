@@ -1,0 +1,298 @@
+//! `ibi agent fetch-config` against real block devices: a labelled ext4 image and ISO images
+//! attached as (read-only) loop devices, found through the machine's real `/sys/class/block`.
+//! Each test restricts the scan to its own loop device, so the host's disks are never opened and
+//! parallel tests never see each other's devices. Needs root and loop devices: without them the
+//! device tests print `SKIP <test>: <reason>`, except under `CI`, where that is a failure.
+#![cfg(feature = "agent")]
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use ibi::agent::fetch_config::{FetchConfigOptions, Outcome, fetch_config};
+use ibi::iso9660::{IsoBuilder, WriteOptions};
+
+const MANIFEST: &str = "cluster-configuration/manifest.json";
+const GOOD_MANIFEST: &[u8] = br#"{"api_version":1,"cluster_name":"sno","pull_secret":"x"}"#;
+
+/// A loop device over an image, detached on drop (also when the test panics).
+struct LoopDev {
+    dev: PathBuf,
+}
+
+impl LoopDev {
+    /// `losetup -f --show -r IMAGE`; None when loop devices are unavailable here.
+    fn attach(image: &Path) -> Result<Self, String> {
+        let out = Command::new("losetup")
+            .args(["-f", "--show", "-r"])
+            .arg(image)
+            .output()
+            .map_err(|e| format!("running losetup: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "losetup failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let dev = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        Ok(Self { dev })
+    }
+
+    fn name(&self) -> String {
+        self.dev.file_name().unwrap().to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").arg("-d").arg(&self.dev).status();
+    }
+}
+
+/// Prints why a device test does not run; under CI a missing prerequisite fails the test.
+fn skip(test: &str, reason: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test}: {reason} (required under CI)"
+    );
+    println!("SKIP {test}: {reason}");
+}
+
+fn attach_or_skip(test: &str, image: &Path) -> Option<LoopDev> {
+    let euid = fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(u32::MAX);
+    if euid != 0 {
+        skip(test, "needs root for loop devices");
+        return None;
+    }
+    match LoopDev::attach(image) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            skip(test, &format!("no loop device: {e}"));
+            None
+        }
+    }
+}
+
+/// Fetch options scanning the real `/sys/class/block`, limited to one device.
+fn options(target: &Path, device: &str) -> FetchConfigOptions {
+    FetchConfigOptions {
+        target: target.to_path_buf(),
+        timeout: Some(Duration::from_secs(10)),
+        poll: Duration::from_millis(100),
+        devices: vec![device.to_string()],
+        ..FetchConfigOptions::new("/")
+    }
+}
+
+/// The configuration tree as (relative path, content, mode) triples.
+fn tree(manifest: &[u8]) -> Vec<(&'static str, Vec<u8>, u32)> {
+    vec![
+        (MANIFEST, manifest.to_vec(), 0o600),
+        (
+            "cluster-configuration/manifests/image-digest-mirror-set.json",
+            b"{\"kind\":\"ImageDigestMirrorSet\"}".to_vec(),
+            0o644,
+        ),
+        (
+            "extra-manifests/cm.yaml",
+            b"kind: ConfigMap\n".to_vec(),
+            0o644,
+        ),
+    ]
+}
+
+fn iso_image(dir: &Path, label: &str, manifest: &[u8]) -> PathBuf {
+    let mut b = IsoBuilder::new();
+    b.add_dir("cluster-configuration/manifests", 0o755).unwrap();
+    for (path, data, mode) in tree(manifest) {
+        b.add_file(path, data, mode).unwrap();
+    }
+    let opts = WriteOptions {
+        volume_id: label.to_string(),
+        timestamp: 1_700_000_000,
+    };
+    let path = dir.join("config.iso");
+    b.write(&opts, fs::File::create(&path).unwrap()).unwrap();
+    path
+}
+
+fn assert_tree_copied(target: &Path) {
+    for (path, data, _) in tree(GOOD_MANIFEST) {
+        assert_eq!(fs::read(target.join(path)).unwrap(), data, "{path}");
+    }
+    let mode = |p: &str| fs::metadata(target.join(p)).unwrap().mode() & 0o777;
+    assert_eq!(mode(MANIFEST), 0o600);
+    assert_eq!(fs::metadata(target).unwrap().mode() & 0o777, 0o700);
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn ext4_loop_device_is_mounted_read_only_and_copied_needs_root() {
+    let test = "ext4_loop_device_is_mounted_read_only_and_copied_needs_root";
+    if Command::new("mkfs.ext4").arg("-V").output().is_err() {
+        return skip(test, "mkfs.ext4 not installed");
+    }
+    let work = tempfile::tempdir().unwrap();
+    let src = work.path().join("src");
+    for (path, data, mode) in tree(GOOD_MANIFEST) {
+        let p = src.join(path);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, data).unwrap();
+        fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+    }
+    let image = work.path().join("config.ext4");
+    fs::File::create(&image).unwrap().set_len(16 << 20).unwrap();
+    let mkfs = Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-L", "cluster-config", "-d"])
+        .arg(&src)
+        .arg(&image)
+        .status()
+        .unwrap();
+    assert!(mkfs.success(), "mkfs.ext4");
+    let Some(lo) = attach_or_skip(test, &image) else {
+        return;
+    };
+    let target = work.path().join("opt/openshift");
+    let got = fetch_config(&options(&target, &lo.name())).unwrap();
+    assert_eq!(
+        got,
+        Outcome::Copied {
+            device: lo.dev.clone()
+        }
+    );
+    assert_tree_copied(&target);
+    assert!(
+        !target.join("lost+found").exists(),
+        "filesystem metadata is not configuration"
+    );
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
+    let dev = lo.dev.to_string_lossy();
+    assert!(
+        !mounts.lines().any(|l| l.split(' ').next() == Some(&*dev)),
+        "unmounted"
+    );
+}
+
+#[test]
+fn iso_loop_device_is_read_in_userspace_needs_root() {
+    let test = "iso_loop_device_is_read_in_userspace_needs_root";
+    let work = tempfile::tempdir().unwrap();
+    let image = iso_image(work.path(), "cluster-config", GOOD_MANIFEST);
+    let Some(lo) = attach_or_skip(test, &image) else {
+        return;
+    };
+    let target = work.path().join("opt/openshift");
+    // This kernel has no iso9660 module: success means the userspace reader did the work.
+    let got = fetch_config(&options(&target, &lo.name())).unwrap();
+    assert_eq!(
+        got,
+        Outcome::Copied {
+            device: lo.dev.clone()
+        }
+    );
+    assert_tree_copied(&target);
+    assert_eq!(
+        entries(&work.path().join("opt")),
+        ["openshift"],
+        "no leftovers"
+    );
+}
+
+#[test]
+fn bad_iso_loop_device_fails_and_leaves_target_untouched_needs_root() {
+    let test = "bad_iso_loop_device_fails_and_leaves_target_untouched_needs_root";
+    let work = tempfile::tempdir().unwrap();
+    let image = iso_image(work.path(), "cluster-config", br#"{"api_version":2}"#);
+    let Some(lo) = attach_or_skip(test, &image) else {
+        return;
+    };
+    let opt = work.path().join("opt");
+    fs::create_dir_all(opt.join("openshift")).unwrap();
+    let target = opt.join("openshift");
+    let err = fetch_config(&options(&target, &lo.name())).unwrap_err();
+    let text = format!("{err:#}");
+    assert!(
+        text.contains(&format!("configuration device {}", lo.dev.display())),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("manifest.json: api_version is 2, expected 1"),
+        "{text}"
+    );
+    assert!(entries(&target).is_empty(), "target untouched");
+    assert_eq!(entries(&opt), ["openshift"], "no leftovers");
+}
+
+#[test]
+fn already_present_is_a_no_op() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("opt/openshift");
+    fs::create_dir_all(target.join("cluster-configuration")).unwrap();
+    fs::write(target.join(MANIFEST), b"{}").unwrap();
+    // No device may be probed: the scan is limited to a name that does not exist.
+    let got = fetch_config(&options(&target, "no-such-device")).unwrap();
+    assert_eq!(got, Outcome::AlreadyPresent);
+    assert_eq!(fs::read(target.join(MANIFEST)).unwrap(), b"{}");
+}
+
+#[test]
+fn cli_fetches_the_config_iso_built_by_create_config_image_needs_root() {
+    let test = "cli_fetches_the_config_iso_built_by_create_config_image_needs_root";
+    let work = tempfile::tempdir().unwrap();
+    // The real output of `ibi create config-image` on the bundled example site.
+    let site = work.path().join("site");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("seed-fixtures/example-site");
+    fs::create_dir_all(site.join("extra-manifests")).unwrap();
+    for f in ["install-config.yaml", "image-based-config.yaml"] {
+        fs::copy(example.join(f), site.join(f)).unwrap();
+    }
+    let ibi = env!("CARGO_BIN_EXE_ibi");
+    let built = std::process::Command::new(ibi)
+        .args(["create", "config-image", "--dir"])
+        .arg(&site)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let Some(lo) = attach_or_skip(test, &site.join("imagebasedconfig.iso")) else {
+        return;
+    };
+    let target = work.path().join("opt/openshift");
+    let out = std::process::Command::new(ibi)
+        .args([
+            "agent",
+            "fetch-config",
+            "--timeout",
+            "10",
+            "--device",
+            &lo.name(),
+            "--target",
+        ])
+        .arg(&target)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest = fs::read(target.join("cluster-configuration/manifest.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&manifest).unwrap();
+    assert_eq!(v["api_version"], 1);
+    assert!(
+        target
+            .join("cluster-configuration/manifests/image-digest-mirror-set.json")
+            .is_file()
+    );
+}
