@@ -5,5 +5,6 @@
 pub mod cmd;
 pub mod disk;
 pub mod fetch_config;
+pub mod precache;
 pub mod prepare_config;
 pub mod state;
