@@ -7,4 +7,5 @@ pub mod disk;
 pub mod fetch_config;
 pub mod precache;
 pub mod prepare_config;
+pub mod restore_files;
 pub mod state;

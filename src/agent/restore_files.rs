@@ -1,0 +1,125 @@
+//! Restoring the seed's file archives onto the target (lifecycle-agent reference §4.5 steps 13–15):
+//! `var.tgz` into the new stateroot, `etc.tgz` over the new deployment's `/etc`, then `etc.deletions`.
+//!
+//! Archives are streamed from any reader: gunzip, untar and write happen in one pass through a fixed
+//! buffer, so a multi-gigabyte `var.tgz` is never held in memory nor staged in a temp file (issue 4).
+//! Every entry must land inside the destination: `..`, absolute names and paths that pass through a
+//! symlink leading out are refused with an error naming the entry. Extended attributes (including
+//! `security.selinux`) are restored best effort: a filesystem that refuses one is counted and warned
+//! about, not fatal, because a restore without labels can still be relabelled on first boot.
+
+mod apply;
+mod deletions;
+mod paths;
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use flate2::read::MultiGzDecoder;
+
+/// First component of every member of `var.tgz`: lca-cli builds it with `tar czf var.tgz /var`, and
+/// GNU tar strips the leading `/`. Members land under the stateroot dir, i.e. in the stateroot's var.
+pub const VAR_TOP: &str = "var";
+/// First component of every member of `etc.tgz` (built from `ostree admin config-diff`, paths under
+/// `/etc`). Members land in the deployment dir, over the deployment's `/etc`.
+pub const ETC_TOP: &str = "etc";
+
+/// What one restore did; the agent's status file and closing log line are built from it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// Archive members processed (files, directories, links, special files).
+    pub entries: u64,
+    /// File content bytes written.
+    pub bytes: u64,
+    /// Extended attributes set.
+    pub xattrs: u64,
+    /// Extended attributes the filesystem refused (each one warned about, the first few loudly).
+    pub xattr_failures: u64,
+    /// Device nodes skipped because we are not root.
+    pub specials_skipped: u64,
+    /// Members carrying POSIX ACL records (`SCHILY.acl.*`), which are not restored.
+    pub acls_ignored: u64,
+    /// `etc.deletions` lines whose path was deleted.
+    pub deletions_applied: u64,
+    /// `etc.deletions` lines whose path did not exist (a warning, not an abort as in lca-cli).
+    pub deletions_missing: Vec<String>,
+}
+
+/// Extracts a gzip'd tar stream into `dest` (which must exist), overwriting what is there.
+/// `progress` is called with the running total of file bytes written, after every buffer.
+pub fn extract_tgz<R: Read>(
+    archive: R,
+    dest: &Path,
+    progress: &mut dyn FnMut(u64),
+) -> Result<RestoreReport> {
+    extract(archive, dest, None, progress)
+}
+
+/// Restores `var.tgz` into the stateroot dir (`<sysroot>/ostree/deploy/<stateroot>`): its `var/...`
+/// members become the stateroot's `var`. Members outside `var/` are refused. Syncs the filesystem.
+pub fn restore_var(
+    archive: impl Read,
+    stateroot_dir: &Path,
+    progress: &mut dyn FnMut(u64),
+) -> Result<RestoreReport> {
+    let report = extract(archive, stateroot_dir, Some(VAR_TOP), progress)
+        .with_context(|| format!("restoring var.tgz into {}", stateroot_dir.display()))?;
+    sync_filesystem(stateroot_dir)?;
+    Ok(report)
+}
+
+/// Restores `etc.tgz` over the deployment dir (`<stateroot>/deploy/<checksum>.<serial>`): its
+/// `etc/...` members overlay the deployment's `/etc`; files it does not name are kept. Members
+/// outside `etc/` are refused. Syncs the filesystem.
+pub fn restore_etc(
+    archive: impl Read,
+    deploy_dir: &Path,
+    progress: &mut dyn FnMut(u64),
+) -> Result<RestoreReport> {
+    let report = extract(archive, deploy_dir, Some(ETC_TOP), progress)
+        .with_context(|| format!("restoring etc.tgz over {}", deploy_dir.display()))?;
+    sync_filesystem(deploy_dir)?;
+    Ok(report)
+}
+
+/// Applies `etc.deletions` under `root` (the deployment dir): each non-empty trimmed line is a path
+/// such as `/etc/foo`, taken relative to `root`, deleted whatever its type (directories
+/// recursively). Returns how many were deleted and the lines that named nothing (warned about).
+/// A line climbing out of `root` (`..`, or through a symlink leading out) fails the whole list
+/// before anything is deleted.
+pub fn apply_deletions(list: &str, root: &Path) -> Result<(u64, Vec<String>)> {
+    deletions::apply(list, root)
+        .with_context(|| format!("applying etc.deletions under {}", root.display()))
+}
+
+fn extract<R: Read>(
+    archive: R,
+    dest: &Path,
+    top: Option<&str>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<RestoreReport> {
+    let dest = dest
+        .canonicalize()
+        .with_context(|| format!("opening destination {}", dest.display()))?;
+    let mut extractor = apply::Extractor::new(&dest, top, progress);
+    let mut tar = tar::Archive::new(MultiGzDecoder::new(archive));
+    for entry in tar.entries().context("reading the archive")? {
+        let mut entry = entry.with_context(|| extractor.reading_context())?;
+        extractor.apply(&mut entry)?;
+    }
+    let report = extractor.finish()?;
+    // Reading to the end checks the gzip trailer (CRC and length): tar stops at its end marker.
+    io::copy(&mut tar.into_inner(), &mut io::sink())
+        .context("reading the archive's gzip trailer")?;
+    Ok(report)
+}
+
+/// Makes the restored files durable before the agent records the step as done: a power loss
+/// after that must not leave a half-written stateroot behind a "finished" mark.
+fn sync_filesystem(dir: &Path) -> Result<()> {
+    let handle = File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+    rustix::fs::syncfs(&handle)
+        .with_context(|| format!("syncing the filesystem of {}", dir.display()))
+}

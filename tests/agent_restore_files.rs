@@ -1,0 +1,567 @@
+#![cfg(feature = "agent")]
+//! Restoring the seed's `var.tgz` / `etc.tgz` and applying `etc.deletions`
+//! (`ibi::agent::restore_files`), against archives built here with the `tar` crate or GNU tar.
+
+use std::cell::Cell;
+use std::fs;
+use std::io::{self, Read};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, SystemTime};
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use ibi::agent::restore_files::{
+    RestoreReport, apply_deletions, extract_tgz, restore_etc, restore_var,
+};
+use tar::{EntryType, Header};
+
+const MTIME: u64 = 1_600_000_000;
+
+/// Builds a tar.gz in memory, member by member.
+struct Tgz(tar::Builder<GzEncoder<Vec<u8>>>);
+
+impl Tgz {
+    fn new() -> Self {
+        Tgz(tar::Builder::new(GzEncoder::new(
+            Vec::new(),
+            Compression::fast(),
+        )))
+    }
+
+    fn header(kind: EntryType, name: &str, mode: u32, mtime: u64) -> Header {
+        let mut header = Header::new_gnu();
+        header.set_entry_type(kind);
+        // Written raw: `set_path` would refuse the escaping names the tests need.
+        let raw = &mut header.as_gnu_mut().unwrap().name;
+        raw[..name.len()].copy_from_slice(name.as_bytes());
+        header.set_mode(mode);
+        header.set_mtime(mtime);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_size(0);
+        header
+    }
+
+    fn add(mut self, mut header: Header, data: &[u8], pax: &[(&str, &[u8])]) -> Self {
+        if !pax.is_empty() {
+            self.0.append_pax_extensions(pax.iter().copied()).unwrap();
+        }
+        header.set_size(data.len() as u64);
+        header.set_cksum();
+        self.0.append(&header, data).unwrap();
+        self
+    }
+
+    fn dir(self, name: &str, mode: u32, mtime: u64) -> Self {
+        let header = Self::header(EntryType::Directory, name, mode, mtime);
+        self.add(header, b"", &[])
+    }
+
+    fn file(self, name: &str, mode: u32, data: &[u8], pax: &[(&str, &[u8])]) -> Self {
+        let header = Self::header(EntryType::Regular, name, mode, MTIME + 7);
+        self.add(header, data, pax)
+    }
+
+    fn link(self, kind: EntryType, name: &str, target: &str) -> Self {
+        let mut header = Self::header(kind, name, 0o777, MTIME + 9);
+        header.set_link_name(target).unwrap();
+        self.add(header, b"", &[])
+    }
+
+    fn finish(self) -> Vec<u8> {
+        self.0.into_inner().unwrap().finish().unwrap()
+    }
+}
+
+fn dest() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("dest");
+    fs::create_dir(&dest).unwrap();
+    (dir, dest)
+}
+
+fn extract(archive: &[u8], dest: &Path) -> anyhow::Result<RestoreReport> {
+    extract_tgz(archive, dest, &mut |_| {})
+}
+
+fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
+    let mut buf = vec![0; 1024];
+    let len = rustix::fs::lgetxattr(path, name, &mut buf).ok()?;
+    buf.truncate(len);
+    Some(buf)
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+fn mtime(path: &Path) -> SystemTime {
+    fs::symlink_metadata(path).unwrap().modified().unwrap()
+}
+
+fn at(secs: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+const LABEL: &[u8] = b"system_u:object_r:etc_t:s0";
+
+/// Whether this filesystem and kernel take a `security.selinux` label at all.
+fn selinux_labels_supported(dir: &Path) -> Result<(), String> {
+    let probe = dir.join("probe");
+    fs::write(&probe, b"").unwrap();
+    let set = rustix::fs::setxattr(
+        &probe,
+        "security.selinux",
+        LABEL,
+        rustix::fs::XattrFlags::empty(),
+    );
+    fs::remove_file(&probe).unwrap();
+    set.map_err(|err| err.to_string())
+}
+
+fn sample_archive() -> Vec<u8> {
+    Tgz::new()
+        .dir("etc/", 0o755, MTIME)
+        .dir("etc/sub/", 0o700, MTIME + 100)
+        .file(
+            "etc/sub/secret",
+            0o600,
+            b"s3cret",
+            &[("SCHILY.xattr.user.ibi", b"test")],
+        )
+        .file("etc/sub/deeper/auto", 0o644, b"parent made on the fly", &[])
+        .file("etc/tool", 0o755, b"#!/bin/sh\n", &[])
+        .link(EntryType::Symlink, "etc/link", "sub/secret")
+        .link(EntryType::Symlink, "etc/dangling", "/nowhere/at/all")
+        .link(EntryType::Link, "etc/hard", "etc/tool")
+        .file(
+            "etc/labelled",
+            0o644,
+            b"x",
+            &[
+                ("RHT.security.selinux", LABEL),
+                ("SCHILY.xattr.security.selinux", b"other"),
+            ],
+        )
+        .finish()
+}
+
+#[test]
+fn files_dirs_links_modes_xattrs_and_mtimes_are_restored() {
+    let (_dir, dest) = dest();
+    let report = extract(&sample_archive(), &dest).unwrap();
+    let etc = dest.join("etc");
+    assert_eq!(fs::read(etc.join("sub/secret")).unwrap(), b"s3cret");
+    assert_eq!(
+        fs::read(etc.join("sub/deeper/auto")).unwrap(),
+        b"parent made on the fly"
+    );
+    assert_eq!(
+        (mode(&etc.join("sub/secret")), mode(&etc.join("tool"))),
+        (0o600, 0o755)
+    );
+    assert_eq!((mode(&etc), mode(&etc.join("sub"))), (0o755, 0o700));
+    assert_eq!(
+        fs::read_link(etc.join("link")).unwrap(),
+        Path::new("sub/secret")
+    );
+    assert_eq!(
+        fs::read_link(etc.join("dangling")).unwrap(),
+        Path::new("/nowhere/at/all")
+    );
+    let (tool, hard) = (
+        fs::metadata(etc.join("tool")).unwrap(),
+        fs::metadata(etc.join("hard")).unwrap(),
+    );
+    assert_eq!((tool.ino(), tool.nlink()), (hard.ino(), 2));
+    assert_eq!(
+        xattr(&etc.join("sub/secret"), "user.ibi").as_deref(),
+        Some(&b"test"[..])
+    );
+    // Directory mtimes are the archive's even though their contents were written afterwards.
+    assert_eq!(mtime(&etc.join("sub")), at(MTIME + 100));
+    assert_eq!(mtime(&etc), at(MTIME));
+    assert_eq!(mtime(&etc.join("sub/secret")), at(MTIME + 7));
+    assert_eq!(mtime(&etc.join("link")), at(MTIME + 9));
+    assert_eq!((report.entries, report.bytes), (9, 6 + 22 + 10 + 1));
+    match selinux_labels_supported(&dest) {
+        Ok(()) => {
+            // `RHT.security.selinux` (GNU tar --selinux) is read, and it wins over a second copy.
+            assert_eq!(
+                xattr(&etc.join("labelled"), "security.selinux").as_deref(),
+                Some(LABEL)
+            );
+            assert_eq!((report.xattrs, report.xattr_failures), (2, 0));
+        }
+        Err(reason) => {
+            println!("skipping the security.selinux check: this filesystem refuses it ({reason})")
+        }
+    }
+}
+
+#[test]
+fn owners_are_restored_numerically_as_root() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipping: restoring owners needs root");
+        return;
+    }
+    let mut header = Tgz::header(EntryType::Regular, "owned", 0o640, MTIME);
+    header.set_uid(1234);
+    header.set_gid(5678);
+    let archive = Tgz::new().add(header, b"x", &[]).finish();
+    let (_dir, dest) = dest();
+    extract(&archive, &dest).unwrap();
+    let meta = fs::metadata(dest.join("owned")).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid(), mode(&dest.join("owned"))),
+        (1234, 5678, 0o640)
+    );
+}
+
+#[test]
+fn device_nodes_and_fifos_are_made_as_root() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipping: device nodes need root");
+        return;
+    }
+    let mut null = Tgz::header(EntryType::Char, "dev/null", 0o666, MTIME);
+    null.set_device_major(1).unwrap();
+    null.set_device_minor(3).unwrap();
+    let fifo = Tgz::header(EntryType::Fifo, "run/fifo", 0o600, MTIME);
+    let archive = Tgz::new().add(null, b"", &[]).add(fifo, b"", &[]).finish();
+    let (_dir, dest) = dest();
+    extract(&archive, &dest).unwrap();
+    use std::os::unix::fs::FileTypeExt;
+    let null = fs::symlink_metadata(dest.join("dev/null")).unwrap();
+    assert!(null.file_type().is_char_device());
+    assert_eq!(null.rdev(), rustix::fs::makedev(1, 3));
+    assert!(
+        fs::symlink_metadata(dest.join("run/fifo"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    assert_eq!(
+        (mode(&dest.join("dev/null")), mode(&dest.join("run/fifo"))),
+        (0o666, 0o600)
+    );
+}
+
+#[test]
+fn an_archive_overlays_an_existing_tree() {
+    let (dir, dest) = dest();
+    let etc = dest.join("etc");
+    fs::create_dir(&etc).unwrap();
+    fs::write(etc.join("keep"), b"untouched").unwrap();
+    fs::write(etc.join("over"), b"old content that is longer").unwrap();
+    let outside = dir.path().join("outside-file");
+    fs::write(&outside, b"host file").unwrap();
+    std::os::unix::fs::symlink(&outside, etc.join("was-link")).unwrap();
+    let archive = Tgz::new()
+        .file("etc/over", 0o644, b"new", &[])
+        .file("etc/was-link", 0o644, b"a file now", &[])
+        .finish();
+    extract(&archive, &dest).unwrap();
+    assert_eq!(fs::read(etc.join("keep")).unwrap(), b"untouched");
+    assert_eq!(fs::read(etc.join("over")).unwrap(), b"new");
+    assert!(
+        fs::symlink_metadata(etc.join("was-link"))
+            .unwrap()
+            .is_file()
+    );
+    assert_eq!(fs::read(etc.join("was-link")).unwrap(), b"a file now");
+    assert_eq!(
+        fs::read(&outside).unwrap(),
+        b"host file",
+        "the write went through the old symlink"
+    );
+}
+
+#[test]
+fn escaping_members_are_refused_naming_the_member() {
+    let (dir, dest) = dest();
+    let outside = dir.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    let cases = [
+        (
+            "etc/../../x",
+            Tgz::new().file("etc/../../x", 0o644, b"x", &[]).finish(),
+            "`..`",
+        ),
+        (
+            "/abs",
+            Tgz::new().file("/abs", 0o644, b"x", &[]).finish(),
+            "absolute",
+        ),
+        (
+            "etc/evil/file",
+            Tgz::new()
+                .link(EntryType::Symlink, "etc/evil", outside.to_str().unwrap())
+                .file("etc/evil/file", 0o644, b"x", &[])
+                .finish(),
+            "leads outside the destination",
+        ),
+        (
+            "etc/evil/new/file",
+            Tgz::new()
+                .link(EntryType::Symlink, "etc/evil", outside.to_str().unwrap())
+                .file("etc/evil/new/file", 0o644, b"x", &[])
+                .finish(),
+            "leads outside the destination",
+        ),
+        (
+            "etc/hard",
+            Tgz::new()
+                .link(EntryType::Link, "etc/hard", "../outside")
+                .finish(),
+            "`..`",
+        ),
+    ];
+    for (member, archive, reason) in cases {
+        let err = format!("{:#}", extract(&archive, &dest).unwrap_err());
+        assert!(
+            err.contains(&format!("extracting `{member}`")),
+            "{member}: {err}"
+        );
+        assert!(err.contains(reason), "{member}: {err}");
+    }
+    assert_eq!(
+        fs::read_dir(&outside).unwrap().count(),
+        0,
+        "something was written outside"
+    );
+    assert!(!dir.path().join("x").exists() && !Path::new("/abs").exists());
+}
+
+#[test]
+fn restore_var_and_etc_refuse_members_outside_their_directory() {
+    let (_dir, dest) = dest();
+    let archive = Tgz::new()
+        .file("var/ok", 0o644, b"x", &[])
+        .file("deploy/x", 0o644, b"x", &[])
+        .finish();
+    let err = format!(
+        "{:#}",
+        restore_var(&archive[..], &dest, &mut |_| {}).unwrap_err()
+    );
+    assert!(err.contains("restoring var.tgz into"), "{err}");
+    assert!(
+        err.contains("extracting `deploy/x`: refusing a member outside `var/`"),
+        "{err}"
+    );
+    assert!(!dest.join("deploy").exists());
+    let err = format!(
+        "{:#}",
+        restore_etc(&archive[..], &dest, &mut |_| {}).unwrap_err()
+    );
+    assert!(
+        err.contains("extracting `var/ok`: refusing a member outside `etc/`"),
+        "{err}"
+    );
+    let archive = Tgz::new()
+        .dir("etc/", 0o755, MTIME)
+        .file("etc/a", 0o644, b"x", &[])
+        .finish();
+    let report = restore_etc(&archive[..], &dest, &mut |_| {}).unwrap();
+    assert_eq!(
+        (report.entries, fs::read(dest.join("etc/a")).unwrap()),
+        (2, b"x".to_vec())
+    );
+}
+
+#[test]
+fn truncated_or_corrupt_archives_fail() {
+    let (_dir, dest) = dest();
+    let archive = Tgz::new().file("etc/a", 0o644, &[7; 100_000], &[]).finish();
+    let err = format!(
+        "{:#}",
+        extract(&archive[..archive.len() / 2], &dest).unwrap_err()
+    );
+    assert!(err.contains("etc/a"), "{err}");
+    let mut corrupt = archive.clone();
+    let crc = corrupt.len() - 8;
+    corrupt[crc] ^= 0xff;
+    let err = format!("{:#}", extract(&corrupt, &dest).unwrap_err());
+    assert!(err.contains("gzip trailer"), "{err}");
+}
+
+#[test]
+fn gnu_tar_archives_with_xattrs_and_labels_round_trip() {
+    let (dir, dest) = dest();
+    let src = dir.path().join("src");
+    fs::create_dir_all(src.join("var/lib")).unwrap();
+    fs::write(src.join("var/lib/data"), b"from gnu tar").unwrap();
+    let flags = rustix::fs::XattrFlags::empty();
+    rustix::fs::setxattr(src.join("var/lib/data"), "user.ibi", b"test", flags).unwrap();
+    let labels = selinux_labels_supported(dir.path());
+    if labels.is_ok() {
+        rustix::fs::setxattr(src.join("var/lib/data"), "security.selinux", LABEL, flags).unwrap();
+    }
+    let tgz = dir.path().join("var.tgz");
+    let status = std::process::Command::new("tar")
+        .args([
+            "czf",
+            tgz.to_str().unwrap(),
+            "-C",
+            src.to_str().unwrap(),
+            "var",
+        ])
+        .args(["--selinux", "--xattrs", "--xattrs-include=*", "--acls"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let report = restore_var(fs::File::open(&tgz).unwrap(), &dest, &mut |_| {}).unwrap();
+    let data = dest.join("var/lib/data");
+    assert_eq!(fs::read(&data).unwrap(), b"from gnu tar");
+    assert_eq!(xattr(&data, "user.ibi").as_deref(), Some(&b"test"[..]));
+    match labels {
+        Ok(()) => assert_eq!(xattr(&data, "security.selinux").as_deref(), Some(LABEL)),
+        Err(reason) => println!("skipping the security.selinux check: {reason}"),
+    }
+    assert_eq!(report.xattr_failures, 0);
+}
+
+#[test]
+fn deletions_remove_files_dirs_and_symlinks_and_report_missing_ones() {
+    let (dir, root) = dest();
+    let etc = root.join("etc");
+    fs::create_dir_all(etc.join("dir/sub")).unwrap();
+    fs::write(etc.join("dir/sub/f"), b"").unwrap();
+    fs::write(etc.join("file"), b"").unwrap();
+    fs::write(etc.join("kept"), b"").unwrap();
+    let outside = dir.path().join("outside-file");
+    fs::write(&outside, b"host").unwrap();
+    std::os::unix::fs::symlink(&outside, etc.join("link")).unwrap();
+    std::os::unix::fs::symlink("nowhere", etc.join("dangling")).unwrap();
+    let list = "/etc/file\n/etc/dir\n\n  /etc/link  \n/etc/missing\n/etc/gone/below\n\
+                /etc/kept/below\n/etc/dangling/below";
+    let (deleted, missing) = apply_deletions(list, &root).unwrap();
+    let missing_lines = [
+        "/etc/missing",
+        "/etc/gone/below",
+        "/etc/kept/below",
+        "/etc/dangling/below",
+    ];
+    assert_eq!(
+        (deleted, missing),
+        (3, missing_lines.map(String::from).to_vec())
+    );
+    assert!(!etc.join("file").exists() && !etc.join("dir").exists());
+    assert!(fs::symlink_metadata(etc.join("link")).is_err());
+    assert!(etc.join("kept").exists());
+    assert_eq!(
+        fs::read(&outside).unwrap(),
+        b"host",
+        "the symlink's target was deleted"
+    );
+}
+
+#[test]
+fn deletions_escaping_the_root_fail_before_deleting_anything() {
+    let (dir, root) = dest();
+    let outside = dir.path().join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(outside.join("x"), b"host").unwrap();
+    fs::create_dir(root.join("etc")).unwrap();
+    fs::write(root.join("etc/first"), b"").unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("etc/evil")).unwrap();
+    for (list, reason) in [
+        (
+            "/etc/first\n/etc/../../outside/x",
+            "deletion `/etc/../../outside/x`",
+        ),
+        ("/etc/first\n/etc/evil/x", "`etc/evil` is a symlink to"),
+    ] {
+        let err = format!("{:#}", apply_deletions(list, &root).unwrap_err());
+        assert!(err.contains(reason), "{err}");
+        assert!(err.contains("applying etc.deletions under"), "{err}");
+    }
+    assert!(outside.join("x").exists() && root.join("etc/first").exists());
+}
+
+/// Produces, on demand, an uncompressed tar stream holding one file of `size` patterned bytes,
+/// counting what it has handed out.
+struct TarGenerator {
+    header: Vec<u8>,
+    size: u64,
+    produced: Rc<Cell<u64>>,
+}
+
+impl TarGenerator {
+    /// The byte at `pos` and how many bytes from there on are the same.
+    fn run_at(&self, pos: u64) -> (u8, u64) {
+        match pos {
+            0..512 => (self.header[pos as usize], 1),
+            _ if pos - 512 < self.size => {
+                let offset = pos - 512;
+                (
+                    pattern(offset),
+                    (4096 - offset % 4096).min(self.size - offset),
+                )
+            }
+            _ => (0, u64::MAX),
+        }
+    }
+}
+
+fn pattern(offset: u64) -> u8 {
+    (offset / 4096 % 251) as u8
+}
+
+impl Read for TarGenerator {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let total = 512 + self.size.next_multiple_of(512) + 1024;
+        let mut filled = 0;
+        while filled < buf.len() && self.produced.get() < total {
+            let pos = self.produced.get();
+            let (byte, run) = self.run_at(pos);
+            let len = (buf.len() - filled).min(usize::try_from(run.min(total - pos)).unwrap());
+            buf[filled..filled + len].fill(byte);
+            filled += len;
+            self.produced.set(pos + len as u64);
+        }
+        Ok(filled)
+    }
+}
+
+#[test]
+fn a_large_archive_streams_through_a_small_window() {
+    const SIZE: u64 = 200 << 20;
+    let mut header = Tgz::header(EntryType::Regular, "var/big", 0o644, MTIME);
+    header.set_size(SIZE);
+    header.set_cksum();
+    let produced = Rc::new(Cell::new(0));
+    let generator = TarGenerator {
+        header: header.as_bytes().to_vec(),
+        size: SIZE,
+        produced: produced.clone(),
+    };
+    // Stored (level 0) deflate blocks: a real gzip stream the extractor must inflate, in which a
+    // compressed byte stands for one archive byte. With compressible data the decoder's 32 KiB
+    // input buffer would stand for megabytes and the check would measure the ratio, not buffering.
+    let gzip = flate2::read::GzEncoder::new(generator, Compression::none());
+    let (_dir, dest) = dest();
+    let (mut widest, mut calls) = (0, 0);
+    let report = extract_tgz(gzip, &dest, &mut |written| {
+        calls += 1;
+        // Everything the generator produced but the extractor has not yet written is buffered
+        // somewhere between them (gzip, gunzip, tar, our copy buffer).
+        widest = widest.max(produced.get() - 512 - written);
+    })
+    .unwrap();
+    assert_eq!(report.bytes, SIZE);
+    assert_eq!(fs::metadata(dest.join("var/big")).unwrap().len(), SIZE);
+    println!("widest window between the generator and the disk: {widest} bytes");
+    assert!(widest < 512 << 10, "{widest} bytes were buffered");
+    assert!(
+        calls >= SIZE / (128 << 10),
+        "progress was reported only {calls} times"
+    );
+    let mut tail = vec![0; 4096];
+    let mut file = fs::File::open(dest.join("var/big")).unwrap();
+    io::Seek::seek(&mut file, io::SeekFrom::End(-4096)).unwrap();
+    file.read_exact(&mut tail).unwrap();
+    assert!(tail.iter().all(|&b| b == pattern(SIZE - 4096)));
+}
