@@ -1,0 +1,364 @@
+//! The ostree restore against a real sysroot, as root: a tiny bootable tree (kernel, initramfs,
+//! `/usr/etc`, a `/usr/bin/sh` stub) committed with the `ostree` CLI into a seed repo, shipped as
+//! `ostree.tgz` and extracted by the agent's own tar code; the target sysroot sits on its own
+//! loop-mounted ext4 (`ostree admin deploy` freezes the filesystem holding the sysroot) and already
+//! has an "RHCOS" deployment of a different commit, as coreos-installer leaves it. The seed commit is
+//! deployed into a new stateroot with the kernel arguments of a FIPS MachineConfig; the
+//! `ostree` CLI, the boot loader entries and the files on disk check the result; a re-run must
+//! change nothing; then the RHCOS deployment is removed. The loop device and the mount are RAII
+//! guards, so they go away on failure too; the immutable deployment dirs live only on the loop
+//! filesystem, which is thrown away whole. Needs root, loop devices, `ostree`, `mkfs.ext4` and
+//! `tar`; without them it prints `SKIP` (under `CI` anything but "not root" fails instead).
+
+#![cfg(all(feature = "agent", target_os = "linux"))]
+
+use std::fs::{self, File};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ibi::agent::disk::{LoopDevice, Mount};
+use ibi::agent::ostree_restore::{
+    Deployed, booted_deployment, kernel_args, restore_ostree, undeploy_other,
+};
+use ibi::agent::restore_files::extract_tgz;
+
+const STATEROOT: &str = "rhcos_4.16.0_rc.1";
+const KVER: &str = "5.14.0-284.test.el9_2.x86_64";
+const SYSROOT_BYTES: u64 = 256 * 1024 * 1024;
+const SEED_ORIGIN: &str = "[origin]\n\
+    container-image-reference=ostree-unverified-registry:quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:0123\n\
+    \n\
+    # kept byte for byte\n\
+    [rpmostree]\n\
+    custom-origin-description=seed\n";
+const MCO_CURRENTCONFIG: &str = r#"{"apiVersion":"machineconfiguration.openshift.io/v1",
+    "kind":"MachineConfig","metadata":{"name":"rendered-master-abc"},
+    "spec":{"config":{"ignition":{"version":"3.2.0"}},"fips":true,
+            "kernelArguments":["systemd.unified_cgroup_hierarchy=1","cgroup_no_v1=all","console=ttyS0,115200n8"]}}"#;
+
+/// Why this machine cannot run the test, and whether that is acceptable under CI.
+fn missing_prerequisite() -> Option<(String, bool)> {
+    if fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) != 0 {
+        return Some(("not running as root".into(), true));
+    }
+    let loop_ok = Command::new("losetup")
+        .arg("-f")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !Path::new("/dev/loop-control").exists() || !loop_ok {
+        return Some((
+            "no loop devices (/dev/loop-control, losetup -f)".into(),
+            false,
+        ));
+    }
+    for (tool, package) in [
+        ("ostree", "ostree"),
+        ("mkfs.ext4", "e2fsprogs"),
+        ("tar", "tar"),
+    ] {
+        if Command::new(tool).arg("--version").output().is_err() {
+            return Some((format!("{tool} is not installed (apt: {package})"), false));
+        }
+    }
+    None
+}
+
+/// Prints why the test is skipped; fails instead under CI when the reason is not acceptable there.
+fn should_skip(test: &str) -> bool {
+    let Some((reason, ok_in_ci)) = missing_prerequisite() else {
+        return false;
+    };
+    if std::env::var_os("CI").is_some() && !ok_in_ci {
+        panic!("{test}: {reason} (required under CI)");
+    }
+    eprintln!("SKIP {test}: {reason}");
+    true
+}
+
+fn run(program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("starting {program}: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{program} {args:?}: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A minimal tree libostree can deploy: kernel and initramfs under `/usr/lib/modules/<kver>`,
+/// an os-release with `PRETTY_NAME` (the boot entry title), `/usr/etc` (becomes `/etc`).
+fn make_tree(dir: &Path, name: &str) {
+    let modules = dir.join("usr/lib/modules").join(KVER);
+    fs::create_dir_all(&modules).unwrap();
+    fs::create_dir_all(dir.join("usr/etc")).unwrap();
+    fs::create_dir_all(dir.join("usr/bin")).unwrap();
+    fs::write(modules.join("vmlinuz"), format!("{name} kernel\n")).unwrap();
+    fs::write(modules.join("initramfs.img"), format!("{name} initramfs\n")).unwrap();
+    let os_release = format!("NAME={name}\nID={name}\nPRETTY_NAME=\"{name} test\"\n");
+    fs::write(dir.join("usr/lib/os-release"), os_release).unwrap();
+    fs::write(dir.join("usr/etc/hostname"), format!("{name}\n")).unwrap();
+    fs::write(dir.join("usr/bin/sh"), "#!/bin/true\n").unwrap();
+    fs::set_permissions(dir.join("usr/bin/sh"), fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Commits `tree` into `repo` without a ref; returns the checksum.
+fn commit(repo: &Path, tree: &Path) -> String {
+    let tree_arg = format!("--tree=dir={}", s(tree));
+    let repo_arg = format!("--repo={}", s(repo));
+    let args = [
+        repo_arg.as_str(),
+        "commit",
+        "--orphan",
+        &tree_arg,
+        "--owner-uid=0",
+        "--owner-gid=0",
+    ];
+    run("ostree", &args).trim().to_string()
+}
+
+/// The seed side: a bare repo with one commit, tarred like lca-cli's `ostree.tgz` and extracted
+/// into `<work>/ws/ostree` by the agent's tar code. Returns (extracted repo, checksum).
+fn make_seed(work: &Path) -> (PathBuf, String) {
+    let repo = work.join("seed-repo");
+    make_tree(&work.join("seed-tree"), "seed");
+    run(
+        "ostree",
+        &["init", "--mode=bare", &format!("--repo={}", s(&repo))],
+    );
+    let checksum = commit(&repo, &work.join("seed-tree"));
+    let tgz = work.join("ostree.tgz");
+    run("tar", &["czf", s(&tgz), "-C", s(&repo), "."]);
+    let extracted = work.join("ws/ostree");
+    fs::create_dir_all(&extracted).unwrap();
+    extract_tgz(File::open(&tgz).unwrap(), &extracted, &mut |_| {}).unwrap();
+    (extracted, checksum)
+}
+
+/// The target: a sysroot on its own loop-mounted ext4. Fields drop in order: unmount, then detach.
+struct Target {
+    mount: Mount,
+    _loop: LoopDevice,
+}
+
+impl Target {
+    fn new(work: &Path) -> Target {
+        let img = work.join("sysroot.img");
+        File::create(&img).unwrap().set_len(SYSROOT_BYTES).unwrap();
+        run("mkfs.ext4", &["-q", "-F", s(&img)]);
+        let dev = LoopDevice::attach(&img).unwrap();
+        let mnt = work.join("mnt");
+        fs::create_dir(&mnt).unwrap();
+        let mount = Mount::new(dev.path(), &mnt, Some("ext4"), None).unwrap();
+        Target { mount, _loop: dev }
+    }
+
+    fn root(&self) -> &Path {
+        self.mount.target()
+    }
+
+    fn sysroot_arg(&self) -> String {
+        format!("--sysroot={}", s(self.root()))
+    }
+
+    fn repo_arg(&self) -> String {
+        format!("--repo={}", s(&self.root().join("ostree/repo")))
+    }
+
+    /// What coreos-installer leaves: an `rhcos` stateroot with one deployment of its own commit.
+    fn install_rhcos(&self, work: &Path) -> String {
+        run("ostree", &["admin", "init-fs", s(self.root())]);
+        run(
+            "ostree",
+            &["admin", "os-init", "rhcos", &self.sysroot_arg()],
+        );
+        make_tree(&work.join("rhcos-tree"), "rhcos");
+        let checksum = commit(&self.root().join("ostree/repo"), &work.join("rhcos-tree"));
+        let args = ["admin", "deploy", "--os=rhcos", "--karg=rhcos.test=1"];
+        run(
+            "ostree",
+            &[&args[..], &[&self.sysroot_arg(), &checksum]].concat(),
+        );
+        checksum
+    }
+
+    /// `(stateroot, <checksum>.<serial>)` per deployment, in order, from `ostree admin status`.
+    fn status(&self) -> Vec<(String, String)> {
+        let out = run("ostree", &["admin", "status", &self.sysroot_arg()]);
+        out.lines()
+            .filter(|l| !l.starts_with("    "))
+            .filter_map(|l| {
+                let mut fields = l.trim_start_matches(['*', ' ']).split_whitespace();
+                Some((fields.next()?.to_string(), fields.next()?.to_string()))
+            })
+            .collect()
+    }
+
+    /// The `options` line of every boot loader entry.
+    fn boot_options(&self) -> Vec<String> {
+        let dir = self.root().join("boot/loader/entries");
+        let mut options: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| fs::read_to_string(e.unwrap().path()).unwrap())
+            .filter_map(|text| {
+                let line = text.lines().find(|l| l.starts_with("options "))?;
+                Some(line["options ".len()..].to_string())
+            })
+            .collect();
+        options.sort();
+        options
+    }
+
+    fn has_commit(&self, checksum: &str) -> bool {
+        Command::new("ostree")
+            .args([&self.repo_arg(), "show", checksum])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    }
+}
+
+fn rpm_ostree_json(booted: &str, other: &str) -> String {
+    format!(
+        r#"{{"deployments":[
+            {{"id":"rhcos-{other}.0","osname":"rhcos","checksum":"{other}","serial":0,"booted":false}},
+            {{"id":"rhcos-{booted}.1","osname":"rhcos","checksum":"{booted}","serial":1,"booted":true}}
+        ],"transaction":null,"cached-update":null}}"#
+    )
+}
+
+fn restore(seed: &Path, checksum: &str, target: &Target, kargs: &[String]) -> Deployed {
+    let origin = Some(SEED_ORIGIN.as_bytes());
+    restore_ostree(seed, checksum, target.root(), STATEROOT, kargs, origin).unwrap()
+}
+
+fn assert_seed_deployed(target: &Target, deployed: &Deployed, checksum: &str, kargs: &[String]) {
+    let root = target.root();
+    let dir = root.join(format!("ostree/deploy/{STATEROOT}/deploy/{checksum}.0"));
+    assert_eq!(deployed.deploy_dir, dir);
+    assert_eq!(deployed.checksum, checksum);
+    assert_eq!(deployed.index, 0);
+    assert_eq!(
+        fs::read_to_string(dir.join("etc/hostname")).unwrap(),
+        "seed\n"
+    );
+    assert!(
+        dir.join(format!("usr/lib/modules/{KVER}/vmlinuz"))
+            .is_file()
+    );
+    let origin = fs::read(root.join(format!(
+        "ostree/deploy/{STATEROOT}/deploy/{checksum}.0.origin"
+    )));
+    assert_eq!(origin.unwrap(), SEED_ORIGIN.as_bytes());
+    let seed_entry: Vec<String> = target
+        .boot_options()
+        .into_iter()
+        .filter(|o| o.contains(&format!("/{STATEROOT}/")))
+        .collect();
+    assert_eq!(seed_entry.len(), 1, "{:?}", target.boot_options());
+    let want = format!("{} ostree=/ostree/boot.", kargs.join(" "));
+    assert!(
+        seed_entry[0].starts_with(&want),
+        "{} vs {want}",
+        seed_entry[0]
+    );
+    let var = root.join(format!("ostree/deploy/{STATEROOT}/var"));
+    assert_eq!(
+        fs::read_link(var.join("lock")).unwrap(),
+        Path::new("../run/lock")
+    );
+    assert_eq!(
+        fs::metadata(var.join("tmp")).unwrap().permissions().mode() & 0o7777,
+        0o1777
+    );
+}
+
+#[test]
+fn restore_and_undeploy_on_a_loop_mounted_sysroot_as_root() {
+    if should_skip("restore_and_undeploy_on_a_loop_mounted_sysroot_as_root") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let (seed, seed_commit) = make_seed(work.path());
+    let target = Target::new(work.path());
+    let rhcos_commit = target.install_rhcos(work.path());
+
+    let (checksum, deployment) =
+        booted_deployment(&rpm_ostree_json(&seed_commit, &rhcos_commit)).unwrap();
+    assert_eq!(
+        (checksum.as_str(), deployment),
+        (seed_commit.as_str(), format!("{seed_commit}.1"))
+    );
+    let kargs = kernel_args(MCO_CURRENTCONFIG).unwrap();
+    assert_eq!(kargs.last().map(String::as_str), Some("boot=LABEL=boot"));
+
+    let missing = "0".repeat(64);
+    let err = restore_ostree(&seed, &missing, target.root(), STATEROOT, &kargs, None).unwrap_err();
+    assert!(
+        format!("{err:#}").starts_with(&format!("pulling commit {missing} from the seed repo"))
+    );
+    assert_eq!(target.status().len(), 1);
+
+    // What an os-init that died half way leaves: some of the stateroot's `var`.
+    fs::create_dir_all(
+        target
+            .root()
+            .join(format!("ostree/deploy/{STATEROOT}/var/tmp")),
+    )
+    .unwrap();
+    let deployed = restore(&seed, &checksum, &target, &kargs);
+    assert!(target.has_commit(&checksum));
+    assert_seed_deployed(&target, &deployed, &checksum, &kargs);
+    let both = vec![
+        (STATEROOT.to_string(), format!("{checksum}.0")),
+        ("rhcos".to_string(), format!("{rhcos_commit}.0")),
+    ];
+    assert_eq!(target.status(), both);
+    let entries_before = target.boot_options();
+
+    // A re-run (the agent resuming after a crash) finds the deployment and changes nothing.
+    fs::write(deployed.deploy_dir.with_extension("0.origin"), "[origin]\n").unwrap();
+    assert_eq!(restore(&seed, &checksum, &target, &kargs), deployed);
+    assert_eq!(target.status(), both);
+    assert_eq!(target.boot_options(), entries_before);
+    assert_seed_deployed(&target, &deployed, &checksum, &kargs);
+
+    check_undeploy(&target, &checksum, &rhcos_commit);
+}
+
+fn check_undeploy(target: &Target, checksum: &str, rhcos_commit: &str) {
+    let removed = undeploy_other(target.root(), STATEROOT).unwrap();
+    assert_eq!(removed, vec![format!("rhcos {rhcos_commit}.0")]);
+    assert_eq!(
+        target.status(),
+        vec![(STATEROOT.to_string(), format!("{checksum}.0"))]
+    );
+    assert!(!target.root().join("ostree/deploy/rhcos").exists());
+    assert!(
+        target
+            .root()
+            .join(format!("ostree/deploy/{STATEROOT}/deploy/{checksum}.0"))
+            .is_dir()
+    );
+    assert_eq!(target.boot_options().len(), 1);
+    assert!(target.has_commit(checksum));
+    assert!(
+        !target.has_commit(rhcos_commit),
+        "the RHCOS commit is pruned"
+    );
+
+    // Again: nothing left to remove, the missing rhcos dir is only a warning.
+    assert!(undeploy_other(target.root(), STATEROOT).unwrap().is_empty());
+    // Keeping a stateroot without deployments would remove everything: refused.
+    let err = undeploy_other(target.root(), "rhcos").unwrap_err();
+    assert!(
+        format!("{err:#}").starts_with("stateroot rhcos has no deployment in "),
+        "{err:#}"
+    );
+    assert_eq!(target.status().len(), 1);
+}
