@@ -9,4 +9,5 @@ pub mod ostree_restore;
 pub mod precache;
 pub mod prepare_config;
 pub mod restore_files;
+pub mod seed_fetch;
 pub mod state;
