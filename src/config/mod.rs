@@ -15,7 +15,7 @@ mod installation_template;
 mod manifests;
 mod net;
 mod nmstate_check;
-mod refs;
+pub(crate) mod refs;
 mod rules;
 mod sshkey;
 mod template;

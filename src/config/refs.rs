@@ -102,12 +102,19 @@ fn check_domain(d: &str) -> Result<(), String> {
 }
 
 fn check_tag(t: &str) -> Result<(), String> {
+    if is_tag(t) {
+        Ok(())
+    } else {
+        Err(BAD_FORMAT.into())
+    }
+}
+
+/// The docker tag grammar `[\w][\w.-]{0,127}`; shared with `registry::reference`.
+pub(crate) fn is_tag(t: &str) -> bool {
     let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let ok = !t.is_empty()
-        && t.len() <= 128
+    t.len() <= 128
         && t.bytes().next().is_some_and(word)
-        && t.bytes().all(|b| word(b) || b == b'.' || b == b'-');
-    if ok { Ok(()) } else { Err(BAD_FORMAT.into()) }
+        && t.bytes().all(|b| word(b) || b == b'.' || b == b'-')
 }
 
 fn check_digest(d: &str) -> Result<(), String> {
@@ -122,8 +129,8 @@ fn check_digest(d: &str) -> Result<(), String> {
     if ok { Ok(()) } else { Err(BAD_FORMAT.into()) }
 }
 
-/// `[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*`.
-fn is_path_component(c: &str) -> bool {
+/// `[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*`; shared with `registry::reference`.
+pub(crate) fn is_path_component(c: &str) -> bool {
     let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     let b = c.as_bytes();
     if !(b.first().is_some_and(alnum) && b.last().is_some_and(alnum)) {

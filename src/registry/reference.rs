@@ -8,6 +8,7 @@
 use std::fmt;
 
 use crate::config::ImageDigestSource;
+use crate::config::refs::{is_path_component, is_tag};
 
 /// The `sourcePolicy` value that forbids falling back to the source registry.
 const NEVER_CONTACT_SOURCE: &str = "NeverContactSource";
@@ -152,13 +153,6 @@ fn is_digest(d: &str) -> bool {
     })
 }
 
-fn is_tag(t: &str) -> bool {
-    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    t.len() <= 128
-        && t.bytes().next().is_some_and(word)
-        && t.bytes().all(|b| word(b) || b == b'.' || b == b'-')
-}
-
 /// `host[:port]` where the host has a dot, is `localhost`, or is a bracketed IPv6 address.
 fn is_registry(r: &str) -> bool {
     let (host, port) = if let Some(end) = r.strip_prefix('[').and_then(|x| x.find(']')) {
@@ -183,34 +177,6 @@ fn is_registry(r: &str) -> bool {
     let host_ok = host.starts_with('[')
         || ((host.contains('.') || host == "localhost") && host.split('.').all(label));
     port_ok && host_ok
-}
-
-/// `[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*`.
-fn is_path_component(c: &str) -> bool {
-    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    let b = c.as_bytes();
-    if !(b.first().is_some_and(|x| alnum(*x)) && b.last().is_some_and(|x| alnum(*x))) {
-        return false;
-    }
-    let mut sep = String::new();
-    for &x in b {
-        if alnum(x) {
-            let ok = sep.is_empty()
-                || sep == "."
-                || sep == "_"
-                || sep == "__"
-                || sep.bytes().all(|s| s == b'-');
-            if !ok {
-                return false;
-            }
-            sep.clear();
-        } else if b"._-".contains(&x) {
-            sep.push(char::from(x));
-        } else {
-            return false;
-        }
-    }
-    true
 }
 
 #[cfg(test)]
