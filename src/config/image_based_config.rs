@@ -50,10 +50,7 @@ impl ImageBasedConfig {
     /// The network config as YAML with keys sorted at every level (manifest `raw_nm_state_config`), or
     /// `None` when there is none.
     pub fn canonical_network_config(&self) -> anyhow::Result<Option<String>> {
-        match &self.network_config {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(v) => nmstate_check::canonical_yaml(v).map(Some),
-        }
+        nmstate_check::canonical_network_config(self.network_config.as_ref())
     }
 }
 

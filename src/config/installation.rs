@@ -17,7 +17,7 @@ use serde_yaml_ng::Value;
 use super::finding::{Finding, Findings, ValidationError, decode_strict, idx};
 use super::install_config::{ImageDigestSource, Proxy};
 use super::net::{is_registry_host, split_host_port};
-use super::{collect, nmstate_check, read_input, rules};
+use super::{load_input, nmstate_check, rules};
 
 /// The input file of `ibi create image`, named as `openshift-install image-based create image` names it.
 pub const IMAGE_BASED_INSTALLATION_CONFIG_FILE: &str = "image-based-installation-config.yaml";
@@ -172,10 +172,7 @@ impl InstallationConfig {
     /// The network config as YAML with keys sorted at every level (the live ISO's
     /// `/var/tmp/network-config.yaml`), or `None` when there is none.
     pub fn canonical_network_config(&self) -> anyhow::Result<Option<String>> {
-        match &self.network_config {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(v) => nmstate_check::canonical_yaml(v).map(Some),
-        }
+        nmstate_check::canonical_network_config(self.network_config.as_ref())
     }
 }
 
@@ -488,13 +485,13 @@ pub struct InstallationInputs {
 pub fn load_installation_inputs(dir: &Path) -> anyhow::Result<InstallationInputs> {
     let mut findings = Vec::new();
     let mut warnings = Vec::new();
-    let config = read_input(dir, IMAGE_BASED_INSTALLATION_CONFIG_FILE, &mut findings)?
-        .and_then(|text| collect(parse_installation_config(&text), &mut findings));
-    if let Some(c) = &config {
-        let (f, w) = validate_installation_config(c);
-        findings.extend(f);
-        warnings.extend(w);
-    }
+    let config = load_input(
+        dir,
+        IMAGE_BASED_INSTALLATION_CONFIG_FILE,
+        parse_installation_config,
+        validate_installation_config,
+        (&mut findings, &mut warnings),
+    )?;
     let post_sh = read_post_sh(&dir.join(POST_SH_FILE))?;
     if let Some(content) = &post_sh {
         let (f, w) = check_post_sh(content);

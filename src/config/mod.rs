@@ -73,21 +73,20 @@ pub fn load_site_inputs(dir: &Path) -> anyhow::Result<SiteInputs> {
     let mut findings = Vec::new();
     let mut warnings = Vec::new();
 
-    let install_config = read_input(dir, INSTALL_CONFIG_FILE, &mut findings)?
-        .and_then(|text| collect(parse_install_config(&text), &mut findings));
-    if let Some(c) = &install_config {
-        let (f, w) = validate_install_config(c);
-        findings.extend(f);
-        warnings.extend(w);
-    }
-
-    let image_based_config = read_input(dir, IMAGE_BASED_CONFIG_FILE, &mut findings)?
-        .and_then(|text| collect(parse_image_based_config(&text), &mut findings));
-    if let Some(c) = &image_based_config {
-        let (f, w) = validate_image_based_config(c);
-        findings.extend(f);
-        warnings.extend(w);
-    }
+    let install_config = load_input(
+        dir,
+        INSTALL_CONFIG_FILE,
+        parse_install_config,
+        validate_install_config,
+        (&mut findings, &mut warnings),
+    )?;
+    let image_based_config = load_input(
+        dir,
+        IMAGE_BASED_CONFIG_FILE,
+        parse_image_based_config,
+        validate_image_based_config,
+        (&mut findings, &mut warnings),
+    )?;
 
     let (extra_manifests, f, w) = load_extra_manifests(&dir.join(EXTRA_MANIFESTS_DIR))?;
     findings.extend(f);
@@ -109,6 +108,25 @@ pub fn load_site_inputs(dir: &Path) -> anyhow::Result<SiteInputs> {
         }),
         _ => Err(ValidationError { findings }.into()),
     }
+}
+
+/// Reads, decodes and validates one input file, adding its findings and warnings to `out`;
+/// `None` when the file is missing or does not decode.
+fn load_input<T>(
+    dir: &Path,
+    name: &str,
+    parse: fn(&str) -> Result<T, ValidationError>,
+    validate: fn(&T) -> (Vec<Finding>, Vec<String>),
+    out: (&mut Vec<Finding>, &mut Vec<String>),
+) -> anyhow::Result<Option<T>> {
+    let (findings, warnings) = out;
+    let config = read_input(dir, name, findings)?.and_then(|text| collect(parse(&text), findings));
+    if let Some(c) = &config {
+        let (f, w) = validate(c);
+        findings.extend(f);
+        warnings.extend(w);
+    }
+    Ok(config)
 }
 
 /// Reads `dir/name`; a missing file becomes a finding, any other I/O error an error naming the path.

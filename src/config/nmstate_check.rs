@@ -13,6 +13,14 @@ pub(crate) fn canonical_yaml(config: &Value) -> anyhow::Result<String> {
     serde_yaml_ng::to_string(&sorted(config)).context("serializing networkConfig as YAML")
 }
 
+/// `networkConfig` as canonical YAML, or `None` when absent or null (both input files have it).
+pub(crate) fn canonical_network_config(config: Option<&Value>) -> anyhow::Result<Option<String>> {
+    match config {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => canonical_yaml(v).map(Some),
+    }
+}
+
 /// A copy of `v` whose maps hold their keys in sorted order (serde_json keeps insertion order here, because
 /// nmstate enables its `preserve_order` feature).
 fn sorted(v: &Value) -> Value {
