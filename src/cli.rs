@@ -138,6 +138,36 @@ pub struct AgentInstallOpts {
         default_value = "/var/tmp/ibi-configuration.json"
     )]
     pub config: PathBuf,
+    /// Base of the configuration's relative paths (var/tmp/pull-secret.json, var/tmp/post.sh)
+    #[arg(long, default_value = "/")]
+    pub root: PathBuf,
+    /// Where the target's root partition is mounted (boot goes under it)
+    #[arg(long, default_value = "/mnt")]
+    pub sysroot_mount: PathBuf,
+    /// Where the container storage (the extra partition) is mounted; precached images go to its storage/
+    #[arg(long, default_value = "/var/lib/containers")]
+    pub containers_mount: PathBuf,
+    /// The install state while on the live system (it moves onto the target disk once mounted)
+    #[arg(long, default_value = "/var/tmp/ibi-install-state.json")]
+    pub state_file: PathBuf,
+    /// JSON status: step, bytes, images pulled and failed
+    #[arg(long, default_value = "/var/tmp/ibi-status.json")]
+    pub status_file: PathBuf,
+    /// Mirrors (precache rewrite rule) and insecure registries (no TLS check) of the live system
+    #[arg(long, default_value = "/etc/containers/registries.conf")]
+    pub registries_conf: PathBuf,
+    /// Pull secret for the seed and the precached images [default: <root>/var/tmp/pull-secret.json if present]
+    #[arg(long)]
+    pub authfile: Option<PathBuf>,
+    /// The program run as `<program> install <disk> <coreosInstallerArgs…>`
+    #[arg(long, default_value = "coreos-installer", value_name = "PROGRAM")]
+    pub coreos_installer: String,
+    /// containers-storage driver of the precached images
+    #[arg(long, default_value = "overlay", value_parser = ["overlay", "vfs"])]
+    pub storage_driver: String,
+    /// Ignore any recorded state (here or on the disk) and start over with the disk wipe
+    #[arg(long)]
+    pub fresh: bool,
 }
 
 #[cfg(feature = "agent")]

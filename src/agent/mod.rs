@@ -5,6 +5,7 @@
 pub mod cmd;
 pub mod disk;
 pub mod fetch_config;
+pub mod install;
 pub mod ostree_restore;
 pub mod precache;
 pub mod prepare_config;

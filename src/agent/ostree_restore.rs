@@ -74,6 +74,42 @@ pub fn restore_ostree(
     Ok(deployed)
 }
 
+/// `ostree admin os-init <stateroot>` on the sysroot mounted at `sysroot` (nothing when done before);
+/// returns the stateroot dir, where `var.tgz` goes. The seed streams `var.tgz` before its commit can
+/// be deployed, so the stateroot is made first.
+pub fn init_stateroot(sysroot: &Path, stateroot: &str) -> Result<PathBuf> {
+    check_stateroot_name(stateroot)?;
+    let target = LockedSysroot::open(sysroot)?;
+    target.ensure_stateroot(stateroot)?;
+    Ok(target.stateroot_dir(stateroot))
+}
+
+/// The deployment of `stateroot` an earlier [`restore_ostree`] made, for the steps after it when a
+/// resumed run skips the deploy. Fails unless the stateroot has exactly one deployment.
+pub fn deployment_of(sysroot: &Path, stateroot: &str) -> Result<Deployed> {
+    check_stateroot_name(stateroot)?;
+    let target = LockedSysroot::open(sysroot)?;
+    let mine: Vec<(usize, ostree::Deployment)> = target
+        .sysroot
+        .deployments()
+        .into_iter()
+        .enumerate()
+        .filter(|(_, d)| d.osname() == stateroot)
+        .collect();
+    match mine.as_slice() {
+        [(index, deployment)] => Ok(Deployed {
+            deploy_dir: target.deployment_dir(deployment),
+            checksum: deployment.csum().to_string(),
+            index: *index,
+        }),
+        other => anyhow::bail!(
+            "stateroot {stateroot} in {} has {} deployments, expected the one the seed made",
+            sysroot.display(),
+            other.len()
+        ),
+    }
+}
+
 /// Removes every deployment outside `keep_stateroot` from the sysroot mounted at `sysroot`, then
 /// the directories of their stateroots and `ostree/deploy/rhcos` (a missing one is a warning).
 /// Returns the removed deployments as `<stateroot> <checksum>.<serial>`. Fails, removing nothing,

@@ -10,7 +10,10 @@
 
 mod apply;
 mod deletions;
+mod merge;
 mod paths;
+
+pub use merge::merge_tree;
 
 use std::fs::File;
 use std::io::{self, Read};

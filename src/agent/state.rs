@@ -36,13 +36,13 @@ pub enum Step {
     MkfsExtraPartition,
     GrowRoot,
     MountTargets,
-    PullSeed,
-    RestoreOstree,
-    CreateStateroot,
+    /// Stream the seed once: ostree.tgz into a work repo, var.tgz into the new stateroot, etc.tgz
+    /// staged, the small documents saved beside the state file.
+    FetchSeed,
+    /// Pull the seed commit into the target repo and deploy it with the seed's kernel arguments.
     Deploy,
-    RestoreVar,
+    /// Move the staged etc.tgz over the deployment's `/etc`, then apply etc.deletions.
     RestoreEtc,
-    ApplyEtcDeletions,
     Precache,
     PostScript,
     UndeployRhcos,
@@ -52,20 +52,16 @@ pub enum Step {
 
 impl Step {
     /// Every step, in order.
-    pub const ALL: [Step; 18] = [
+    pub const ALL: [Step; 14] = [
         Step::DiskCleanup,
         Step::WriteRhcos,
         Step::CreateExtraPartition,
         Step::MkfsExtraPartition,
         Step::GrowRoot,
         Step::MountTargets,
-        Step::PullSeed,
-        Step::RestoreOstree,
-        Step::CreateStateroot,
+        Step::FetchSeed,
         Step::Deploy,
-        Step::RestoreVar,
         Step::RestoreEtc,
-        Step::ApplyEtcDeletions,
         Step::Precache,
         Step::PostScript,
         Step::UndeployRhcos,
@@ -82,13 +78,9 @@ impl Step {
             Step::MkfsExtraPartition => "mkfs-extra-partition",
             Step::GrowRoot => "grow-root",
             Step::MountTargets => "mount-targets",
-            Step::PullSeed => "pull-seed",
-            Step::RestoreOstree => "restore-ostree",
-            Step::CreateStateroot => "create-stateroot",
+            Step::FetchSeed => "fetch-seed",
             Step::Deploy => "deploy",
-            Step::RestoreVar => "restore-var",
             Step::RestoreEtc => "restore-etc",
-            Step::ApplyEtcDeletions => "apply-etc-deletions",
             Step::Precache => "precache",
             Step::PostScript => "post-script",
             Step::UndeployRhcos => "undeploy-rhcos",
@@ -324,8 +316,8 @@ mod tests {
     fn names_are_stable_unique_and_round_trip() {
         let names: Vec<&str> = Step::ALL.iter().map(|s| s.name()).collect();
         assert_eq!(names[0], "disk-cleanup");
-        assert_eq!(names[7], "restore-ostree");
-        assert_eq!(names[17], "shutdown");
+        assert_eq!(names[6], "fetch-seed");
+        assert_eq!(names[13], "shutdown");
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), Step::ALL.len());
         for s in Step::ALL {
@@ -436,12 +428,12 @@ mod tests {
         s.check_may_run(Step::WriteRhcos).unwrap();
         s.check_may_run(Step::DiskCleanup).unwrap();
         // A hand-edited state: a later step done, an earlier destructive one not.
-        s.mark_done(Step::RestoreOstree).unwrap();
+        s.mark_done(Step::Deploy).unwrap();
         let err = s.check_may_run(Step::WriteRhcos).unwrap_err();
         assert_eq!(
             err.to_string(),
             format!(
-                "{} says restore-ostree is done but write-rhcos is not; refusing to run the destructive step \
+                "{} says deploy is done but write-rhcos is not; refusing to run the destructive step \
                  write-rhcos on a disk that already holds later work (the state file was edited or damaged)",
                 p.display()
             )

@@ -2,15 +2,16 @@
 
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use tracing::info;
 
 use crate::agent::fetch_config::{self, FetchConfigOptions, Outcome};
-use crate::cli::{AgentCommand, AgentFetchConfigOpts};
+use crate::agent::install::{self, InstallOptions};
+use crate::cli::{AgentCommand, AgentFetchConfigOpts, AgentInstallOpts};
 
 pub fn run(cmd: AgentCommand) -> Result<()> {
     match cmd {
-        AgentCommand::Install(_) => bail!("agent install: not yet implemented"),
+        AgentCommand::Install(o) => run_install(o),
         AgentCommand::FetchConfig(o) => run_fetch_config(&o),
     }
 }
@@ -31,4 +32,21 @@ fn run_fetch_config(opts: &AgentFetchConfigOpts) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn run_install(o: AgentInstallOpts) -> Result<()> {
+    let opts = InstallOptions {
+        root: o.root,
+        sysroot_mount: o.sysroot_mount,
+        containers_mount: o.containers_mount,
+        state_file: o.state_file,
+        status_file: o.status_file,
+        registries_conf: o.registries_conf,
+        authfile: o.authfile,
+        coreos_installer: o.coreos_installer,
+        storage_driver: o.storage_driver,
+        fresh: o.fresh,
+        ..InstallOptions::new(o.config)
+    };
+    install::install(&opts)
 }

@@ -127,9 +127,9 @@ mod tests {
         Step::CreateExtraPartition,
         Step::MkfsExtraPartition,
         Step::GrowRoot,
-        Step::PullSeed,
-        Step::RestoreOstree,
+        Step::FetchSeed,
         Step::Deploy,
+        Step::RestoreEtc,
     ];
 
     fn runner(dir: &Path, config: &str) -> Result<Runner> {
@@ -174,23 +174,23 @@ mod tests {
     fn resumes_after_a_crash_at_step_k() {
         let d = tempfile::tempdir().unwrap();
         let mut r = runner(d.path(), "cfg").unwrap();
-        let (result, ran) = run_logged(&mut r, &PLAN, Some(Step::PullSeed));
+        let (result, ran) = run_logged(&mut r, &PLAN, Some(Step::FetchSeed));
         let err = format!("{:#}", result.unwrap_err());
-        assert_eq!(err, "step pull-seed failed: disk on fire");
+        assert_eq!(err, "step fetch-seed failed: disk on fire");
         assert_eq!(ran, PLAN[..6]);
         let s = status(d.path());
-        assert_eq!((s.step.as_str(), s.state), ("pull-seed", RunState::Failed));
+        assert_eq!((s.step.as_str(), s.state), ("fetch-seed", RunState::Failed));
         assert_eq!(s.error.as_deref(), Some("disk on fire"));
         drop(r);
 
         let mut r = runner(d.path(), "cfg").unwrap();
         let (result, ran) = run_logged(&mut r, &PLAN, None);
         result.unwrap();
-        assert_eq!(ran, [Step::PullSeed, Step::RestoreOstree, Step::Deploy]);
+        assert_eq!(ran, [Step::FetchSeed, Step::Deploy, Step::RestoreEtc]);
         let s = status(d.path());
         assert_eq!(
             (s.step.as_str(), s.state, s.error),
-            ("deploy", RunState::Done, None)
+            ("restore-etc", RunState::Done, None)
         );
 
         let mut r = runner(d.path(), "cfg").unwrap();
@@ -205,14 +205,14 @@ mod tests {
     #[test]
     fn mounts_are_redone_on_resume() {
         let d = tempfile::tempdir().unwrap();
-        let plan = [Step::GrowRoot, Step::MountTargets, Step::PullSeed];
+        let plan = [Step::GrowRoot, Step::MountTargets, Step::FetchSeed];
         let mut r = runner(d.path(), "cfg").unwrap();
-        let (result, _) = run_logged(&mut r, &plan, Some(Step::PullSeed));
+        let (result, _) = run_logged(&mut r, &plan, Some(Step::FetchSeed));
         assert!(result.is_err());
         let mut r = runner(d.path(), "cfg").unwrap();
         let (result, ran) = run_logged(&mut r, &plan, None);
         result.unwrap();
-        assert_eq!(ran, [Step::MountTargets, Step::PullSeed]);
+        assert_eq!(ran, [Step::MountTargets, Step::FetchSeed]);
     }
 
     #[test]
@@ -220,7 +220,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let mut r = runner(d.path(), "cfg").unwrap();
         // What an edited or damaged state file could say: the seed restored, the disk never wiped.
-        r.state.mark_done(Step::RestoreOstree).unwrap();
+        r.state.mark_done(Step::Deploy).unwrap();
         let (result, ran) = run_logged(&mut r, &PLAN, None);
         let err = result.unwrap_err();
         assert!(ran.is_empty(), "nothing ran: {ran:?}");
@@ -228,7 +228,7 @@ mod tests {
             err.downcast_ref::<StateError>(),
             Some(StateError::DestructiveAfterProgress {
                 step: Step::DiskCleanup,
-                later: Step::RestoreOstree,
+                later: Step::Deploy,
                 ..
             })
         ));
@@ -263,7 +263,7 @@ mod tests {
         run_logged(&mut r, &PLAN[..5], None).0.unwrap();
         r.state_mut().relocate(&target).unwrap();
         assert!(
-            run_logged(&mut r, &PLAN[5..], Some(Step::RestoreOstree))
+            run_logged(&mut r, &PLAN[5..], Some(Step::Deploy))
                 .0
                 .is_err()
         );
@@ -277,7 +277,7 @@ mod tests {
         let mut r = Runner::new(state, progress);
         let (result, ran) = run_logged(&mut r, &PLAN, None);
         result.unwrap();
-        assert_eq!(ran, [Step::RestoreOstree, Step::Deploy]);
+        assert_eq!(ran, [Step::Deploy, Step::RestoreEtc]);
     }
 
     #[test]
@@ -299,7 +299,7 @@ mod tests {
         let mut r = runner(d.path(), "cfg").unwrap();
         let progress = r.progress().clone();
         let seen = RefCell::new(None);
-        let plan = vec![step(Step::RestoreOstree, || {
+        let plan = vec![step(Step::Deploy, || {
             progress.set_bytes(1 << 30, 2 << 30);
             *seen.borrow_mut() = Some(status(d.path()));
             Ok(())
@@ -308,12 +308,12 @@ mod tests {
         let seen = seen.into_inner().unwrap();
         assert_eq!(
             (seen.step.as_str(), seen.state),
-            ("restore-ostree", RunState::Running)
+            ("deploy", RunState::Running)
         );
         assert_eq!((seen.bytes_done, seen.bytes_total), (1 << 30, 2 << 30));
         assert_eq!(
             r.progress().progress_line(),
-            "ibi: restore-ostree 1.0/2.0 GiB, done"
+            "ibi: deploy 1.0/2.0 GiB, done"
         );
     }
 
@@ -357,17 +357,17 @@ mod tests {
     fn logs_each_step_start_and_end() {
         let d = tempfile::tempdir().unwrap();
         let text = logs_of(|| {
-            let plan = [Step::GrowRoot, Step::PullSeed];
+            let plan = [Step::GrowRoot, Step::FetchSeed];
             let mut r = runner(d.path(), "cfg").unwrap();
-            assert!(run_logged(&mut r, &plan, Some(Step::PullSeed)).0.is_err());
+            assert!(run_logged(&mut r, &plan, Some(Step::FetchSeed)).0.is_err());
             let mut r = runner(d.path(), "cfg").unwrap();
             run_logged(&mut r, &plan, None).0.unwrap();
         });
         for want in [
             "INFO grow-root: starting",
             "INFO grow-root: done in ",
-            "INFO pull-seed: starting",
-            "ERROR pull-seed: failed: disk on fire",
+            "INFO fetch-seed: starting",
+            "ERROR fetch-seed: failed: disk on fire",
             "INFO grow-root: done in an earlier run, skipping",
         ] {
             assert!(text.contains(want), "{want:?} not in:\n{text}");
@@ -378,7 +378,10 @@ mod tests {
     fn plan_out_of_order_is_an_internal_error() {
         let d = tempfile::tempdir().unwrap();
         let mut r = runner(d.path(), "cfg").unwrap();
-        for steps in [[Step::Deploy, Step::PullSeed], [Step::Deploy, Step::Deploy]] {
+        for steps in [
+            [Step::Deploy, Step::FetchSeed],
+            [Step::Deploy, Step::Deploy],
+        ] {
             let (result, ran) = run_logged(&mut r, &steps, None);
             assert!(ran.is_empty());
             let err = format!("{:#}", result.unwrap_err());

@@ -74,7 +74,7 @@ impl Status {
         }
     }
 
-    /// The journal's summary: `ibi: restore-ostree 1.2/3.4 GiB, images 12/40 (1 failed)`.
+    /// The journal's summary: `ibi: fetch-seed 1.2/3.4 GiB, images 12/40 (1 failed)`.
     pub fn progress_line(&self) -> String {
         let mut line = format!("ibi: {}", self.step);
         if let Some(counts) = self.counts() {
@@ -332,8 +332,8 @@ mod tests {
         done.state = RunState::Done;
         let cases = [
             (
-                status("restore-ostree", gib * 12 / 10, gib * 34 / 10, (12, 1, 40)),
-                "ibi: restore-ostree 1.2/3.4 GiB, images 12/40 (1 failed)",
+                status("fetch-seed", gib * 12 / 10, gib * 34 / 10, (12, 1, 40)),
+                "ibi: fetch-seed 1.2/3.4 GiB, images 12/40 (1 failed)",
             ),
             (
                 status("precache", 0, 0, (12, 0, 40)),
@@ -348,8 +348,8 @@ mod tests {
                 "ibi: restore-etc 0.5/2.0 KiB",
             ),
             (
-                status("pull-seed", 10, 20, (0, 0, 0)),
-                "ibi: pull-seed 10/20 B",
+                status("fetch-seed", 10, 20, (0, 0, 0)),
+                "ibi: fetch-seed 10/20 B",
             ),
             (
                 failed,
@@ -412,7 +412,7 @@ mod tests {
         let progress =
             Progress::with_intervals(&p, Duration::from_secs(3600), Duration::from_secs(3600));
         let read = || serde_json::from_slice::<Status>(&std::fs::read(&p).unwrap()).unwrap();
-        progress.begin(Step::RestoreOstree);
+        progress.begin(Step::Deploy);
         progress.set_bytes(100, 1000);
         progress.add_bytes(50);
         assert_eq!(read().bytes_done, 0, "throttled");
@@ -429,7 +429,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("s.json");
         let progress = Progress::with_intervals(&p, Duration::ZERO, Duration::from_secs(3600));
-        progress.begin(Step::RestoreOstree);
+        progress.begin(Step::Deploy);
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let reader = {
             let (p, stop) = (p.clone(), stop.clone());
