@@ -370,6 +370,10 @@ fn inspect_shows_kinds_and_hides_secrets() {
         "{text}"
     );
     assert!(
+        text.contains("Host agent: lca (lca-cli from the seed image)\n"),
+        "{text}"
+    );
+    assert!(
         text.contains("File: /var/tmp/pull-secret.json mode 0600"),
         "{text}"
     );
@@ -379,4 +383,74 @@ fn inspect_shows_kinds_and_hides_secrets() {
     );
     let plain = ibi(&["inspect", base.to_str().unwrap()], &[]);
     assert!(String::from_utf8_lossy(&plain.stdout).contains("Kind: plain CoreOS live ISO"));
+}
+
+#[test]
+fn host_agent_ibi_fetches_and_runs_ibi_instead_of_lca_cli() {
+    let test = "host_agent_ibi_fetches_and_runs_ibi_instead_of_lca_cli";
+    let image = "quay.io/openshift-kni/ibi:4.16.0";
+    let site = site(|t| format!("{t}hostAgent: ibi\nhostAgentImage: {image}\n"));
+    let base = base_iso(
+        site.path(),
+        &SyntheticIso::new(IgnitionLayout::WholeFile, true),
+    );
+    assert_ok(&create_image(site.path(), &base, &[]));
+    let out = site.path().join("rhcos-ibi.iso");
+    let config = our_ignition(&out);
+    let v: Value = serde_json::from_slice(&config).unwrap();
+    let units = v["systemd"]["units"].as_array().unwrap();
+    let names: Vec<&str> = units.iter().map(|u| u["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["ibi-agent-install.service", "network-config.service"]
+    );
+    assert_eq!(units[0]["enabled"], true);
+    assert!(
+        units[0]["contents"].as_str().unwrap().contains(
+            "ExecStart=/usr/local/bin/ibi agent install -f /var/tmp/ibi-configuration.json"
+        )
+    );
+    let dropin = units[0]["dropins"][0]["contents"].as_str().unwrap();
+    assert!(
+        dropin.contains(&format!("Environment=HOST_AGENT_IMAGE={image}\n")),
+        "{dropin}"
+    );
+    let script = file_in(&config, "/usr/local/bin/fetch-ibi.sh");
+    assert!(script.contains("podman cp ibi-agent:/usr/local/bin/ibi /usr/local/bin/ibi"));
+    assert!(!String::from_utf8_lossy(&config).contains("lca-cli"));
+    assert_eq!(ibi_configuration(&config)["seedVersion"], "4.16.0");
+    if tool("coreos-installer", test) {
+        let shown = show_ignition(&out);
+        assert_eq!(
+            shown, config,
+            "coreos-installer reads our config byte for byte"
+        );
+        assert!(String::from_utf8_lossy(&shown).contains("\"name\":\"ibi-agent-install.service\""));
+    }
+    let report = ibi(&["inspect", out.to_str().unwrap()], &[]);
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(text.contains("Kind: installation ISO"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "Host agent: ibi (/usr/local/bin/ibi from {image})"
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn host_agent_ibi_without_an_image_is_a_finding() {
+    let site = site(|t| format!("{t}hostAgent: ibi\n"));
+    let base = base_iso(
+        site.path(),
+        &SyntheticIso::new(IgnitionLayout::WholeFile, true),
+    );
+    let res = create_image(site.path(), &base, &[]);
+    assert_eq!(res.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(
+        err.contains("error: image-based-installation-config.yaml: hostAgentImage: required"),
+        "{err}"
+    );
+    assert!(!site.path().join("rhcos-ibi.iso").exists());
 }

@@ -2,7 +2,8 @@
 //! `ignition`) on the whole config, and `systemd-analyze verify` on its units.
 //!
 //! Both must exit 0 with nothing on stderr: systemd-analyze reports unknown keys and bad specifiers only as
-//! warnings. A missing tool fails the test when `CI` is set and prints SKIP otherwise.
+//! warnings. A missing tool fails the test when `CI` is set and prints SKIP otherwise. The cases cover
+//! both host agents (`lca`, the installer's, and `ibi`, whose unit carries a drop-in).
 
 use std::path::Path;
 use std::process::Command;
@@ -60,10 +61,15 @@ fn configs() -> Vec<(&'static str, Config)> {
         ignition_config_override: Some(OVERRIDE.into()),
         ..full()
     };
+    let ibi_agent = InstallationIgnitionInputs {
+        host_agent_image: Some("quay.io/openshift-kni/ibi:4.16.0".into()),
+        ..full()
+    };
     [
         ("minimal", minimal()),
         ("full", full()),
         ("override", with_override),
+        ("ibi-host-agent", ibi_agent),
     ]
     .into_iter()
     .map(|(n, i)| (n, build_installation_ignition(&i).unwrap()))
@@ -128,9 +134,23 @@ fn systemd_root(root: &Path, config: &Config) -> Vec<String> {
         let contents = unit.contents.as_deref().unwrap();
         std::fs::write(etc.join(&unit.name), contents).unwrap();
         stub_commands(root, contents);
+        write_dropins(root, &etc.join(format!("{}.d", unit.name)), unit);
         names.push(unit.name.clone());
     }
     names
+}
+
+/// The unit's Ignition drop-ins, where Ignition puts them (`/etc/systemd/system/NAME.d/`).
+fn write_dropins(root: &Path, dir: &Path, unit: &ibi::ignition::Unit) {
+    let Some(dropins) = unit.extra.get("dropins").and_then(|d| d.as_array()) else {
+        return;
+    };
+    std::fs::create_dir_all(dir).unwrap();
+    for d in dropins {
+        let contents = d["contents"].as_str().unwrap();
+        std::fs::write(dir.join(d["name"].as_str().unwrap()), contents).unwrap();
+        stub_commands(root, contents);
+    }
 }
 
 fn stub_commands(root: &Path, unit: &str) {
@@ -151,6 +171,14 @@ fn stub_commands(root: &Path, unit: &str) {
         std::fs::write(&path, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+}
+
+#[test]
+fn the_ibi_case_carries_the_ibi_unit_and_its_drop_in() {
+    let (_, config) = configs().pop().unwrap();
+    let unit = &config.systemd.units[0];
+    assert_eq!(unit.name, "ibi-agent-install.service");
+    assert_eq!(unit.extra["dropins"][0]["name"], "10-ibi-host-agent.conf");
 }
 
 #[test]

@@ -16,7 +16,8 @@ use crate::base_iso::{self, BaseIsoOptions};
 use crate::cli::CreateImageOpts;
 use crate::commands::ign_report;
 use crate::config::{
-    self, Finding, IMAGE_BASED_INSTALLATION_CONFIG_FILE, InstallationConfig, ValidationError,
+    self, Finding, HostAgent, IMAGE_BASED_INSTALLATION_CONFIG_FILE, InstallationConfig,
+    ValidationError,
 };
 use crate::ignition::{self, InstallationIgnitionInputs};
 use crate::iso9660::IsoReader;
@@ -240,6 +241,10 @@ fn ignition_inputs(
         additional_trust_bundle: cfg.additional_trust_bundle.clone(),
         post_sh,
         ignition_config_override: cfg.ignition_config_override().map(str::to_string),
+        host_agent_image: match cfg.host_agent() {
+            HostAgent::Lca => None,
+            HostAgent::Ibi { image } => Some(image),
+        },
     })
 }
 

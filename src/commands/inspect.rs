@@ -1,7 +1,8 @@
 //! `ibi inspect ISO`: what an ISO is and what it carries, without printing secrets.
 //!
 //! Kinds: a configuration ISO (volume `cluster-config` with `cluster-configuration/manifest.json`),
-//! an installation ISO (a CoreOS live ISO whose embedded config runs the IBI install unit), a
+//! an installation ISO (a CoreOS live ISO whose embedded config runs the IBI install unit, lca-cli's or
+//! ibi's), a
 //! CoreOS live ISO with some other or no embedded config, or another ISO 9660 image.
 
 use std::fs::File;
@@ -14,7 +15,8 @@ use serde_json::Value;
 use crate::cli::InspectOpts;
 use crate::commands::ign_report;
 use crate::config_iso::{MANIFEST_PATH, VOLUME_LABEL};
-use crate::ignition::INSTALL_UNIT;
+use crate::ignition::host_agent::{HOST_AGENT_DROPIN, HOST_AGENT_IMAGE_ENV};
+use crate::ignition::{IBI_AGENT_UNIT, INSTALL_UNIT};
 use crate::iso9660::IsoReader;
 use crate::live_iso::{self, LiveIsoError};
 
@@ -95,6 +97,27 @@ fn describe_config_iso<R: Read + Seek>(iso: &mut IsoReader<R>, out: &mut String)
     Ok(())
 }
 
+/// Which install unit the config carries, as `Host agent:` shows it; `None`: not an installation ISO.
+fn host_agent(config: &Value) -> Option<String> {
+    let units = config.pointer("/systemd/units")?.as_array()?;
+    let named = |name: &str| units.iter().find(|u| u["name"] == name);
+    if named(INSTALL_UNIT).is_some() {
+        return Some("lca (lca-cli from the seed image)".into());
+    }
+    let unit = named(IBI_AGENT_UNIT)?;
+    let prefix = format!("Environment={HOST_AGENT_IMAGE_ENV}=");
+    let image = unit["dropins"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["name"] == HOST_AGENT_DROPIN)
+        .filter_map(|d| d["contents"].as_str())
+        .flat_map(str::lines)
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or("image unknown");
+    Some(format!("ibi (/usr/local/bin/ibi from {image})"))
+}
+
 fn describe_live_iso<F: Read + Seek>(
     raw: Option<Vec<u8>>,
     area: &live_iso::EmbedArea,
@@ -108,16 +131,15 @@ fn describe_live_iso<F: Read + Seek>(
         }
         None => None,
     };
-    let is_install = config.as_ref().is_some_and(|c| {
-        ign_report::units(c)
-            .iter()
-            .any(|(name, _)| name == INSTALL_UNIT)
-    });
-    out.push_str(match (&config, is_install) {
-        (Some(_), true) => "Kind: installation ISO (image-based install)\n",
-        (Some(_), false) => "Kind: CoreOS live ISO with an embedded Ignition config\n",
+    let agent = config.as_ref().and_then(host_agent);
+    out.push_str(match (&config, &agent) {
+        (Some(_), Some(_)) => "Kind: installation ISO (image-based install)\n",
+        (Some(_), None) => "Kind: CoreOS live ISO with an embedded Ignition config\n",
         (None, _) => "Kind: plain CoreOS live ISO\n",
     });
+    if let Some(agent) = agent {
+        out.push_str(&format!("Host agent: {agent}\n"));
+    }
     out.push_str(&format!(
         "Ignition embed area: {} bytes at offset {}\n",
         area.length, area.offset

@@ -7,6 +7,9 @@
 //! the live ISO: most in `/var/tmp/ibi-configuration.json` for `lca-cli ibi`, the rest in the Ignition
 //! config ibi builds (trust bundle, proxy, registries.conf, network config, SSH key, override) or in the
 //! ISO's kernel-argument slots (`liveKernelArgs`). Inputs are read, never deleted.
+//!
+//! `hostAgent` (ours) chooses the program the live ISO runs to install the host: the seed's `lca-cli`
+//! (the installer's behaviour and the default) or `ibi agent install` from `hostAgentImage`.
 
 use std::path::Path;
 
@@ -17,6 +20,7 @@ use serde_yaml_ng::Value;
 use super::finding::{Finding, Findings, ValidationError, decode_strict, idx};
 use super::install_config::{ImageDigestSource, Proxy};
 use super::net::{is_registry_host, split_host_port};
+use super::refs::check_pull_spec;
 use super::{load_input, nmstate_check, rules};
 
 /// The input file of `ibi create image`, named as `openshift-install image-based create image` names it.
@@ -35,6 +39,13 @@ pub const DEFAULT_EXTRA_PARTITION_NUMBER: u32 = 5;
 pub const DEFAULT_ARCHITECTURE: &str = "amd64";
 /// The architectures the installer builds installation ISOs for.
 pub const ARCHITECTURES: &[&str] = &["amd64", "arm64"];
+/// `hostAgent` values: the seed's `lca-cli ibi` (the installer's behaviour), or `ibi agent install`.
+pub const HOST_AGENTS: &[&str] = &["lca", "ibi"];
+/// `hostAgent` when absent: the installation ISO behaves exactly as the installer's.
+pub const DEFAULT_HOST_AGENT: &str = "lca";
+/// Where the live ISO's fetch script finds the binary inside `hostAgentImage` (the `Containerfile` at
+/// the repository root puts it there).
+pub const HOST_AGENT_BINARY_IN_IMAGE: &str = "/usr/local/bin/ibi";
 /// The only flags the installer lets through to `coreos-installer install` (each takes a value, given as
 /// the next element).
 pub const COREOS_INSTALLER_FLAGS: &[&str] = &[
@@ -113,6 +124,20 @@ pub struct InstallationConfig {
     /// the installed system takes `coreosInstallerArgs` `--append-karg`).
     #[serde(deserialize_with = "nullable")]
     pub live_kernel_args: Vec<String>,
+    /// Beyond the installer: as written; see [`InstallationConfig::host_agent`].
+    pub host_agent: Option<String>,
+    /// Beyond the installer: the image holding [`HOST_AGENT_BINARY_IN_IMAGE`]; only with `hostAgent: ibi`.
+    #[serde(deserialize_with = "nullable")]
+    pub host_agent_image: String,
+}
+
+/// What installs the host from the live ISO, after validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostAgent {
+    /// `lca-cli ibi`, copied out of the seed image (the installer's behaviour).
+    Lca,
+    /// `ibi agent install`, with the binary copied out of this image.
+    Ibi { image: String },
 }
 
 /// A YAML null (`key:` with no value) decodes as the type's default, as Go's decoder leaves the field alone.
@@ -156,6 +181,17 @@ impl InstallationConfig {
         match self.architecture.as_str() {
             "" => DEFAULT_ARCHITECTURE,
             a => a,
+        }
+    }
+
+    /// `hostAgent` after defaults: [`HostAgent::Lca`] when absent. Meaningful only for a config without
+    /// findings (an unknown value also gives `Lca`).
+    pub fn host_agent(&self) -> HostAgent {
+        match self.host_agent.as_deref() {
+            Some("ibi") => HostAgent::Ibi {
+                image: self.host_agent_image.clone(),
+            },
+            _ => HostAgent::Lca,
         }
     }
 
@@ -209,6 +245,7 @@ pub fn validate_installation_config(c: &InstallationConfig) -> (Vec<Finding>, Ve
     ignition_config_override(&mut f, &c.ignition_config_override);
     release_registry(&mut f, &c.release_registry);
     live_kernel_args(&mut f, &c.live_kernel_args);
+    host_agent(&mut f, c.host_agent.as_deref(), &c.host_agent_image);
     precache(&mut f, c);
     f.into_parts()
 }
@@ -456,6 +493,39 @@ fn live_kernel_args(f: &mut Findings, kargs: &[String]) {
                 ),
             );
         }
+    }
+}
+
+/// `hostAgentImage` goes with `hostAgent: ibi` and only with it, so a forgotten `hostAgent` line is not
+/// silently an lca-cli installation. The image lands in a unit's `Environment=` line; the pull-spec
+/// grammar leaves no character that could break it.
+fn host_agent(f: &mut Findings, agent: Option<&str>, image: &str) {
+    let agent = agent.unwrap_or(DEFAULT_HOST_AGENT);
+    if !HOST_AGENTS.contains(&agent) {
+        f.add(
+            "hostAgent",
+            format!(
+                "invalid value {agent:?}: hostAgent must be one of [{}]",
+                HOST_AGENTS.join(" ")
+            ),
+        );
+    }
+    if image.is_empty() {
+        if agent == "ibi" {
+            f.add(
+                "hostAgentImage",
+                format!(
+                    "required: you must specify a hostAgentImage (the image holding {HOST_AGENT_BINARY_IN_IMAGE}) with hostAgent: ibi"
+                ),
+            );
+        }
+    } else if agent == "lca" {
+        f.add(
+            "hostAgentImage",
+            "only used with hostAgent: ibi (hostAgent is lca, which runs lca-cli from the seed): set hostAgent: ibi or remove hostAgentImage",
+        );
+    } else if let Err(e) = check_pull_spec(image) {
+        f.add("hostAgentImage", format!("invalid value {image:?}: {e}"));
     }
 }
 

@@ -47,8 +47,9 @@ macro_rules! more_fields {
         r#"#
 # About the fields above. `ibi create image` reads this file and writes
 # rhcos-ibi.iso, a CoreOS live ISO whose Ignition config runs `lca-cli ibi`
-# from the seed image; lca-cli ibi installs RHCOS to installationDisk and
-# restores the seed into it. apiVersion, kind and metadata are ignored.
+# from the seed image (by default: see hostAgent below); lca-cli ibi installs
+# RHCOS to installationDisk and restores the seed into it. apiVersion, kind
+# and metadata are ignored.
 # - seedImage is the seed OCI image (a pullspec, or oci:/path/to/layout:tag
 #   for an OCI layout on this machine). ibi checks it at build time and pins
 #   it by digest; lca-cli ibi pulls it. Required.
@@ -153,6 +154,11 @@ macro_rules! more_fields {
 #   - console=ttyS0,115200n8
 #   - rd.neednet=1
 #
+# hostAgent (not in openshift-install): lca (default) runs the seed's lca-cli, ibi runs ibi agent install.
+# hostAgent: ibi
+# hostAgentImage (with hostAgent: ibi only): the image whose /usr/local/bin/ibi the live ISO copies and runs.
+# hostAgentImage: quay.io/example/ibi:latest
+#
 # A script named post.sh next to this file, if present, is copied to the live
 # ISO and run by lca-cli ibi (with bash) after the seed is restored; a failure
 # fails the installation.
@@ -245,5 +251,11 @@ mod tests {
         assert_eq!(c.release_registry, "registry.example.com:5000");
         assert!(c.ignition_config_override().is_some());
         assert_eq!(c.architecture, "amd64");
+        assert_eq!(
+            c.host_agent(),
+            crate::config::HostAgent::Ibi {
+                image: "quay.io/example/ibi:latest".into()
+            }
+        );
     }
 }

@@ -259,6 +259,107 @@ fn other_field_rules() {
 }
 
 #[test]
+fn host_agent_rules() {
+    let digest = format!("quay.io/kni/ibi@sha256:{}", "0".repeat(64));
+    let with_digest = format!("{{hostAgent: ibi, hostAgentImage: '{digest}'}}");
+    check(&[
+        ("hostAgent: lca", &[]),
+        ("{hostAgent: lca, hostAgentImage: ''}", &[]),
+        (
+            "{hostAgent: ibi, hostAgentImage: 'quay.io/kni/ibi:4.16'}",
+            &[],
+        ),
+        (&with_digest, &[]),
+        (
+            "hostAgent: ibi",
+            &[
+                "hostAgentImage: required: you must specify a hostAgentImage (the image holding /usr/local/bin/ibi) with hostAgent: ibi",
+            ],
+        ),
+        (
+            "{hostAgent: ibi, hostAgentImage: ''}",
+            &[
+                "hostAgentImage: required: you must specify a hostAgentImage (the image holding /usr/local/bin/ibi) with hostAgent: ibi",
+            ],
+        ),
+        (
+            "{hostAgent: ibi, hostAgentImage: 'quay.io/kni/ibi'}",
+            &[
+                "hostAgentImage: invalid value \"quay.io/kni/ibi\": a tag or a digest is required, e.g. quay.io/namespace/repo:tag",
+            ],
+        ),
+        (
+            "{hostAgent: ibi, hostAgentImage: 'ibi:4.16'}",
+            &[
+                "hostAgentImage: invalid value \"ibi:4.16\": must start with a registry host name, e.g. quay.io/namespace/repo:tag",
+            ],
+        ),
+        (
+            "{hostAgent: ibi, hostAgentImage: 'quay.io/Kni/ibi:1'}",
+            &[
+                "hostAgentImage: invalid value \"quay.io/Kni/ibi:1\": failed to parse: invalid reference format: repository name must be lowercase",
+            ],
+        ),
+        (
+            "{hostAgent: ibi, hostAgentImage: \"quay.io/kni/ibi:1\\nExecStart=/bin/sh\"}",
+            &[
+                "hostAgentImage: invalid value \"quay.io/kni/ibi:1\\nExecStart=/bin/sh\": failed to parse: invalid reference format",
+            ],
+        ),
+        (
+            "hostAgentImage: 'quay.io/kni/ibi:4.16'",
+            &[
+                "hostAgentImage: only used with hostAgent: ibi (hostAgent is lca, which runs lca-cli from the seed): set hostAgent: ibi or remove hostAgentImage",
+            ],
+        ),
+        (
+            "{hostAgent: lca, hostAgentImage: 'not a pull spec'}",
+            &[
+                "hostAgentImage: only used with hostAgent: ibi (hostAgent is lca, which runs lca-cli from the seed): set hostAgent: ibi or remove hostAgentImage",
+            ],
+        ),
+        (
+            "hostAgent: IBI",
+            &["hostAgent: invalid value \"IBI\": hostAgent must be one of [lca ibi]"],
+        ),
+        (
+            "hostAgent: ''",
+            &["hostAgent: invalid value \"\": hostAgent must be one of [lca ibi]"],
+        ),
+        (
+            "{hostAgent: podman, hostAgentImage: 'quay.io/kni/ibi'}",
+            &[
+                "hostAgent: invalid value \"podman\": hostAgent must be one of [lca ibi]",
+                "hostAgentImage: invalid value \"quay.io/kni/ibi\": a tag or a digest is required, e.g. quay.io/namespace/repo:tag",
+            ],
+        ),
+    ]);
+}
+
+#[test]
+fn host_agent_defaults_to_lca() {
+    let c = parse_installation_config(&base()).unwrap();
+    assert_eq!(
+        (c.host_agent.as_deref(), c.host_agent_image.as_str()),
+        (None, "")
+    );
+    assert_eq!(c.host_agent(), HostAgent::Lca);
+    let c = parse_installation_config(&format!("{}hostAgent:\nhostAgentImage:\n", base())).unwrap();
+    assert_eq!(c.host_agent(), HostAgent::Lca);
+    let c = parse_installation_config(&format!(
+        "{}hostAgent: ibi\nhostAgentImage: quay.io/kni/ibi:4.16\n",
+        base()
+    ))
+    .unwrap();
+    assert_eq!(
+        c.host_agent(),
+        HostAgent::Ibi {
+            image: "quay.io/kni/ibi:4.16".into()
+        }
+    );
+}
+
+#[test]
 fn ignition_config_override_rules() {
     check(&[
         (

@@ -2,7 +2,8 @@
 //! (registry host, lower-case path components, optional tag or digest), reduced to what the installer checks.
 //!
 //! A mirror source must name a repository, not a reference: a tag or digest is an error. A bare
-//! `host[:port]` (a whole registry) is accepted, as the installer does.
+//! `host[:port]` (a whole registry) is accepted, as the installer does. An image to pull
+//! (`hostAgentImage`) is the opposite: a fully qualified reference with a tag or a digest.
 
 use super::net::{is_registry_host, split_host_port};
 
@@ -11,6 +12,10 @@ pub(crate) const NOT_REPOSITORY: &str = "must be repository--not reference";
 const BAD_FORMAT: &str = "failed to parse: invalid reference format";
 const NOT_LOWERCASE: &str =
     "failed to parse: invalid reference format: repository name must be lowercase";
+
+/// A short name would go through the live ISO's search registries (or fail under short-name enforcing).
+const NOT_QUALIFIED: &str = "must start with a registry host name, e.g. quay.io/namespace/repo:tag";
+const NO_TAG_OR_DIGEST: &str = "a tag or a digest is required, e.g. quay.io/namespace/repo:tag";
 
 /// A reference split per the docker grammar.
 struct Parsed<'a> {
@@ -28,6 +33,19 @@ pub(crate) fn check_repository(s: &str) -> Result<(), String> {
     }
     if parsed.has_tag_or_digest {
         return Err(NOT_REPOSITORY.into());
+    }
+    Ok(())
+}
+
+/// Checks that `s` is a pull spec podman on the live ISO resolves without search registries:
+/// `host[:port]/path` with a tag, a digest or both.
+pub(crate) fn check_pull_spec(s: &str) -> Result<(), String> {
+    let parsed = parse(s)?;
+    if parsed.domain.is_none() {
+        return Err(NOT_QUALIFIED.into());
+    }
+    if !parsed.has_tag_or_digest {
+        return Err(NO_TAG_OR_DIGEST.into());
     }
     Ok(())
 }
@@ -194,6 +212,37 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(
                 check_repository(input),
+                want.map_err(str::to_string),
+                "{input}"
+            );
+        }
+    }
+
+    #[test]
+    fn pull_specs() {
+        let digest = format!("quay.io/ocp/ibi@sha256:{}", "a".repeat(64));
+        let both = format!("registry.lab:5000/ocp/ibi:4.16@sha256:{}", "b".repeat(64));
+        let cases: &[(&str, Result<(), &str>)] = &[
+            ("quay.io/openshift-kni/ibi:4.16.0", Ok(())),
+            ("localhost/ibi:dev", Ok(())),
+            ("[fd00::1]:5000/a/ibi:latest", Ok(())),
+            (&digest, Ok(())),
+            (&both, Ok(())),
+            ("quay.io/openshift-kni/ibi", Err(NO_TAG_OR_DIGEST)),
+            ("registry.lab:5000/ibi", Err(NO_TAG_OR_DIGEST)),
+            ("ibi:4.16", Err(NOT_QUALIFIED)),
+            ("openshift-kni/ibi:4.16", Err(NOT_QUALIFIED)),
+            ("quay.io:5000", Err(NOT_QUALIFIED)),
+            ("quay.io/Kni/ibi:1", Err(NOT_LOWERCASE)),
+            ("quay.io/kni/ibi:", Err(BAD_FORMAT)),
+            ("quay.io/kni/ibi@sha256:abc", Err(BAD_FORMAT)),
+            ("docker://quay.io/kni/ibi:1", Err(BAD_FORMAT)),
+            ("quay.io/kni/ibi:1 ", Err(BAD_FORMAT)),
+            ("", Err(BAD_FORMAT)),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                check_pull_spec(input),
                 want.map_err(str::to_string),
                 "{input}"
             );

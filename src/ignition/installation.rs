@@ -16,10 +16,16 @@
 //! ibi's own, with the documented behaviour. The script and lca-cli use
 //! relative `var/tmp/…` paths, so they must run with CWD `/`: the unit sets no `WorkingDirectory=` and
 //! systemd's default for system services is `/`; the tests pin both facts.
+//!
+//! With `hostAgent: ibi` ([`InstallationIgnitionInputs::host_agent_image`]) the install script and unit
+//! are swapped for [`super::host_agent`]'s fetch script and `ibi-agent-install.service`, at the same
+//! places in the build order; everything else is unchanged.
 
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
+use serde_json::Value;
 
+use super::host_agent::{FETCH_IBI_SCRIPT, FETCH_IBI_SCRIPT_PATH, ibi_agent_unit};
 use super::merge::{merge_configs, parse_override};
 use super::registries::registries_conf;
 use super::types::{Config, File, IGNITION_VERSION, Ignition, Passwd, PasswdUser, Unit};
@@ -130,6 +136,9 @@ pub struct InstallationIgnitionInputs {
     pub post_sh: Option<Vec<u8>>,
     /// Ignition JSON (spec 3.0.0–3.2.0); `None` or empty: no override.
     pub ignition_config_override: Option<String>,
+    /// `hostAgent: ibi`: the image holding `/usr/local/bin/ibi`, which the live ISO copies out and runs
+    /// as `ibi agent install`; `None` (`hostAgent: lca`): the seed's lca-cli, as the installer does.
+    pub host_agent_image: Option<String>,
 }
 
 /// Builds the installation ISO's Ignition config (module doc for the order and precedence).
@@ -236,8 +245,12 @@ fn base_config(i: &InstallationIgnitionInputs) -> Config {
 fn template_files(i: &InstallationIgnitionInputs) -> Result<Vec<File>> {
     let network = format!("{}\n", i.network_config.as_deref().unwrap_or(""));
     let pull_secret = format!("{}\n", i.pull_secret);
+    let (script_path, script) = match i.host_agent_image {
+        None => (INSTALL_SCRIPT_PATH, INSTALL_SCRIPT),
+        Some(_) => (FETCH_IBI_SCRIPT_PATH, FETCH_IBI_SCRIPT),
+    };
     Ok(vec![
-        File::from_bytes(INSTALL_SCRIPT_PATH, SCRIPT_MODE, INSTALL_SCRIPT.as_bytes()),
+        File::from_bytes(script_path, SCRIPT_MODE, script.as_bytes()),
         File::from_bytes(
             IBI_CONFIGURATION_PATH,
             PRIVATE_MODE,
@@ -272,21 +285,50 @@ fn add_unit(units: &mut Vec<Unit>, unit: Unit) {
             if let Some(v) = unit.enabled {
                 slot.enabled = Some(v);
             }
+            if let Some(Value::Array(ours)) = unit.extra.get("dropins") {
+                merge_dropins(slot, ours);
+            }
         }
         None => units.push(unit),
     }
 }
 
-/// `install-rhcos-and-restore-seed.service` then `network-config.service`, the installer's order.
+/// Our drop-ins replace the override's of the same name (as our files do) and the others stay.
+fn merge_dropins(slot: &mut Unit, ours: &[Value]) {
+    let entry = slot
+        .extra
+        .entry("dropins")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !entry.is_array() {
+        *entry = Value::Array(Vec::new());
+    }
+    let Value::Array(theirs) = entry else { return };
+    for dropin in ours {
+        match theirs
+            .iter_mut()
+            .find(|d| d.get("name") == dropin.get("name"))
+        {
+            Some(same) => *same = dropin.clone(),
+            None => theirs.push(dropin.clone()),
+        }
+    }
+}
+
+/// `install-rhcos-and-restore-seed.service` (or, with `hostAgent: ibi`, `ibi-agent-install.service`)
+/// then `network-config.service`, the installer's order.
 fn units(i: &InstallationIgnitionInputs) -> Result<Vec<Unit>> {
     let has_network = i.network_config.as_deref().is_some_and(|n| !n.is_empty());
-    Ok(vec![
-        Unit {
+    let install = match &i.host_agent_image {
+        None => Unit {
             contents: Some(install_service(&i.seed_image, i.proxy.as_ref())?),
             enabled: Some(true),
             name: INSTALL_UNIT.to_string(),
             ..Default::default()
         },
+        Some(image) => ibi_agent_unit(image, i.proxy.as_ref())?,
+    };
+    Ok(vec![
+        install,
         Unit {
             contents: Some(NETWORK_CONFIG_SERVICE.to_string()),
             // The installer leaves `enabled` unset, not false, without a network config.
@@ -311,21 +353,7 @@ pub fn install_service(seed_image: &str, proxy: Option<&Proxy>) -> Result<String
     s.push_str(&format!(
         "Environment=PULL_SECRET_FILE={PULL_SECRET_PATH}\n"
     ));
-    if let Some(p) = proxy {
-        for (upper, lower, value) in [
-            ("HTTP_PROXY", "http_proxy", &p.http_proxy),
-            ("HTTPS_PROXY", "https_proxy", &p.https_proxy),
-            ("NO_PROXY", "no_proxy", &p.no_proxy),
-        ] {
-            if !value.is_empty() {
-                check_unit_value(upper, value)?;
-                let v = quote_unit_value(value);
-                s.push_str(&format!(
-                    "Environment={upper}=\"{v}\"\nEnvironment={lower}=\"{v}\"\n"
-                ));
-            }
-        }
-    }
+    s.push_str(&proxy_environment(proxy)?);
     s.push_str(&format!(
         "\nType=oneshot\nRemainAfterExit=yes\nExecStartPre=/usr/bin/chcon -t install_exec_t \
          {INSTALL_SCRIPT_PATH}\nExecStart={INSTALL_SCRIPT_PATH}\n\n[Install]\nWantedBy=multi-user.target\n"
@@ -333,8 +361,28 @@ pub fn install_service(seed_image: &str, proxy: Option<&Proxy>) -> Result<String
     Ok(s)
 }
 
+/// The installer's proxy lines: `Environment=` upper- and lower-case, quoted, for each value set.
+pub(super) fn proxy_environment(proxy: Option<&Proxy>) -> Result<String> {
+    let mut s = String::new();
+    let Some(p) = proxy else { return Ok(s) };
+    for (upper, lower, value) in [
+        ("HTTP_PROXY", "http_proxy", &p.http_proxy),
+        ("HTTPS_PROXY", "https_proxy", &p.https_proxy),
+        ("NO_PROXY", "no_proxy", &p.no_proxy),
+    ] {
+        if !value.is_empty() {
+            check_unit_value(upper, value)?;
+            let v = quote_unit_value(value);
+            s.push_str(&format!(
+                "Environment={upper}=\"{v}\"\nEnvironment={lower}=\"{v}\"\n"
+            ));
+        }
+    }
+    Ok(s)
+}
+
 /// A value with a control character would end the `Environment=` line and inject unit directives.
-fn check_unit_value(name: &str, value: &str) -> Result<()> {
+pub(super) fn check_unit_value(name: &str, value: &str) -> Result<()> {
     if let Some(c) = value.chars().find(|c| c.is_control()) {
         bail!(
             "{name} {value:?} contains the control character {c:?}, which cannot go into a systemd unit"
