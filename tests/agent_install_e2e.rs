@@ -286,7 +286,9 @@ fn run_and_kill_in_post_sh(env: &Env) {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(status(env)["step"], "post-script", "{}", status(env));
-    run("kill", &["-KILL", "--", &format!("-{}", child.id())]);
+    let pgid = rustix::process::Pid::from_raw(child.id() as i32).expect("a child's pid");
+    rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL)
+        .expect("killing the agent's process group");
     let _ = child.wait();
 }
 
