@@ -44,8 +44,10 @@ where
             path.display()
         );
     }
+    let name = name.to_string_lossy();
+    sweep_stale_temps(dir, &name);
     let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{}.", name.to_string_lossy()))
+        .prefix(&temp_prefix(&name, std::process::id()))
         .suffix(".tmp")
         .permissions(Permissions::from_mode(mode))
         .tempfile_in(dir)
@@ -60,6 +62,58 @@ where
         .with_context(|| format!("syncing {}", path.display()))?;
     persist(tmp, path, clobber)?;
     sync_dir(dir)
+}
+
+/// `.<name>.<pid>.`: the temp file names its writer, so a later run can tell a temp file of a killed
+/// run (remove it) from one a concurrent run is still writing (leave it).
+fn temp_prefix(name: &str, pid: u32) -> String {
+    format!(".{name}.{pid}.")
+}
+
+/// Removes the temp files of `name` in `dir` whose writing process is gone. A `SIGKILL` or a power
+/// loss skips the cleanup of a temp file, and an installation ISO's is gigabytes. Best effort: a
+/// failure is logged and the write goes on.
+fn sweep_stale_temps(dir: &Path, name: &str) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(pid) = stale_temp_pid(&file.to_string_lossy(), name) else {
+            continue;
+        };
+        if process_alive(pid) {
+            continue;
+        }
+        let path = entry.path();
+        match fs::remove_file(&path) {
+            Ok(()) => tracing::info!("removed {}, left by an interrupted run", path.display()),
+            Err(e) => tracing::warn!("cannot remove the stale {}: {e}", path.display()),
+        }
+    }
+}
+
+/// The writer's PID when `file` is a temp file of `name` (`.<name>.<pid>.<random>.tmp`).
+fn stale_temp_pid(file: &str, name: &str) -> Option<i32> {
+    let rest = file
+        .strip_prefix(&format!(".{name}."))?
+        .strip_suffix(".tmp")?;
+    let (pid, random) = rest.split_once('.')?;
+    if random.is_empty() || random.contains('.') {
+        return None;
+    }
+    pid.parse().ok().filter(|p| *p > 0)
+}
+
+/// Whether process `pid` exists (signal 0). "Not permitted" means it exists under another user.
+fn process_alive(pid: i32) -> bool {
+    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
+        return false;
+    };
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
 }
 
 fn persist(tmp: tempfile::NamedTempFile, path: &Path, clobber: Clobber) -> Result<()> {
@@ -100,6 +154,45 @@ pub fn ensure_dir(dir: &Path, mode: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temp_names_parse_back() {
+        assert_eq!(temp_prefix("a.iso", 42), ".a.iso.42.");
+        assert_eq!(stale_temp_pid(".a.iso.42.Xy12Ab.tmp", "a.iso"), Some(42));
+        for other in [
+            ".a.iso.42.tmp",
+            ".a.iso.x.Ab.tmp",
+            ".b.iso.42.Ab.tmp",
+            "a.iso",
+            ".a.iso.42.Ab.c.tmp",
+            ".a.iso.0.Ab.tmp",
+        ] {
+            assert_eq!(stale_temp_pid(other, "a.iso"), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn temps_of_dead_writers_are_swept_live_ones_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out.iso");
+        // A PID that cannot be running: above the kernel's pid_max limit.
+        let dead = d.path().join(".out.iso.4194305.AbCdEf.tmp");
+        let live = d
+            .path()
+            .join(format!(".out.iso.{}.AbCdEf.tmp", std::process::id()));
+        let unrelated = d.path().join(".other.4194305.AbCdEf.tmp");
+        for f in [&dead, &live, &unrelated] {
+            fs::write(f, b"partial").unwrap();
+        }
+        write_atomic(&p, b"whole", 0o644, Clobber::Replace).unwrap();
+        assert!(!dead.exists(), "a killed run's temp file is removed");
+        assert!(live.exists(), "a running writer's temp file is kept");
+        assert!(
+            unrelated.exists(),
+            "other outputs' temp files are not touched"
+        );
+        assert_eq!(fs::read(&p).unwrap(), b"whole");
+    }
     use std::os::unix::fs::MetadataExt;
 
     #[test]
