@@ -1,0 +1,681 @@
+//! Secrets stay where they belong. Every command runs at `--log-level trace` on the bundled examples
+//! with a pull secret whose auth carries a unique marker; then stdout, stderr and every file under the
+//! test's root (the site and install dirs, HOME, XDG_CACHE_HOME, TMPDIR) are searched for the pull
+//! secret, the kubeadmin password and its hash, and every generated private key. Each secret may only
+//! appear in the files listed for it below, in any form: raw, inside JSON, or base64-encoded at any
+//! offset (Ignition data URLs, kubeconfig `*-data`). Each must also be found where it belongs, so the
+//! search is known to work. A second test runs the writers under umask 000, 022 and 077 and checks
+//! that every output holding a secret is private; a third reads the seed from a registry that asks
+//! for the pull secret (right and wrong), where HTTP-level tracing could show it.
+
+mod common;
+mod common_registry;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::*;
+use common_registry::{TestRegistry, fixture_seed};
+use serde_json::Value;
+
+const SITE: &str = "site";
+const INSTALL: &str = "install";
+const INSTALL_CONFIG: &str = "image-based-installation-config.yaml";
+/// The auth of the examples' fake pull secret, replaced by the marked one.
+const EXAMPLE_AUTH: &str = "ZXhhbXBsZTpub3QtYS1yZWFsLXBhc3N3b3Jk";
+const NO_DISK: &str = "/dev/disk/by-id/ibi-secrets-test-no-such-disk";
+
+/// A secret, the needles that find it and the places it may be.
+struct Secret {
+    name: String,
+    needles: Vec<Vec<u8>>,
+    /// Files (relative to the test root) and streams (`stdout of LABEL`) allowed to hold it.
+    allowed: Vec<String>,
+    /// Where it must be found, proving the needles work.
+    home: String,
+}
+
+/// One command's run.
+struct Ran {
+    label: String,
+    out: Output,
+}
+
+/// The test's directories and how to run ibi in them.
+struct Root {
+    dir: tempfile::TempDir,
+}
+
+impl Root {
+    fn new() -> Root {
+        let root = Root {
+            dir: tempfile::tempdir().expect("tempdir"),
+        };
+        for d in [
+            "home",
+            "cache",
+            "tmp",
+            SITE,
+            INSTALL,
+            "tmpl-site",
+            "tmpl-install",
+            "agent",
+        ] {
+            fs::create_dir(root.path(d)).expect("mkdir");
+        }
+        root
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn arg(&self, rel: &str) -> String {
+        self.path(rel)
+            .to_str()
+            .expect("UTF-8 temp path")
+            .to_string()
+    }
+
+    /// Runs `ibi ARGS` with `umask` (through sh, as a process cannot set it for a child otherwise
+    /// without libc) and HOME, the cache and TMPDIR inside the root.
+    fn ibi(&self, umask: &str, args: &[String]) -> Output {
+        Command::new("sh")
+            .args([
+                "-c",
+                r#"umask "$1" && shift && exec "$@""#,
+                "ibi-umask",
+                umask,
+            ])
+            .arg(env!("CARGO_BIN_EXE_ibi"))
+            .args(args)
+            .env_remove("RUST_LOG")
+            .env_remove("OPENSHIFT_INSTALL_OS_IMAGE_OVERRIDE")
+            .env("HOME", self.path("home"))
+            .env("XDG_CACHE_HOME", self.path("cache"))
+            .env("TMPDIR", self.path("tmp"))
+            .env("SOURCE_DATE_EPOCH", "1700000000")
+            .output()
+            .expect("running ibi")
+    }
+}
+
+/// The examples with a marked pull secret, the password random so no other test's output matches.
+fn write_inputs(root: &Root) -> String {
+    let mut rand = [0u8; 12];
+    openssl::rand::rand_bytes(&mut rand).unwrap();
+    let hex: String = rand.iter().map(|b| format!("{b:02x}")).collect();
+    let user_pass = format!("ibi-secrets-test:IBI-SECRET-MARKER-{hex}");
+    let auth = openssl::base64::encode_block(user_pass.as_bytes());
+    let site = copy_example();
+    copy_tree(site.path(), &root.path(SITE));
+    let ic = root.path(SITE).join("install-config.yaml");
+    let text = fs::read_to_string(&ic).unwrap();
+    assert!(text.contains(EXAMPLE_AUTH), "the example's auth changed");
+    fs::write(&ic, text.replace(EXAMPLE_AUTH, &auth)).unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = fs::read_to_string(
+        repo.join("seed-fixtures/example-install")
+            .join(INSTALL_CONFIG),
+    )
+    .unwrap()
+    .replace(EXAMPLE_AUTH, &auth)
+    .replace(
+        "oci:seed-fixtures/seed:",
+        &format!("oci:{}:", repo.join("seed-fixtures/seed").display()),
+    );
+    fs::write(root.path(INSTALL).join(INSTALL_CONFIG), text).unwrap();
+    auth
+}
+
+fn trace(args: &[&str]) -> Vec<String> {
+    let mut v = vec!["--log-level".to_string(), "trace".to_string()];
+    v.extend(args.iter().map(|s| s.to_string()));
+    v
+}
+
+/// Every command, at trace level; `(label, expected exit code)`.
+fn run_all(root: &Root) -> Vec<Ran> {
+    let base_iso =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("seed-fixtures/coreos-live-synthetic.iso");
+    let (site, install) = (root.arg(SITE), root.arg(INSTALL));
+    let config_iso = root.arg("site/imagebasedconfig.iso");
+    let live_iso = root.arg("install/rhcos-ibi.iso");
+    let steps: Vec<(&str, Vec<String>, i32)> = vec![
+        (
+            "create config-template",
+            trace(&["create", "config-template", "--dir", &root.arg("tmpl-site")]),
+            0,
+        ),
+        (
+            "create image-config-template",
+            trace(&[
+                "create",
+                "image-config-template",
+                "--dir",
+                &root.arg("tmpl-install"),
+            ]),
+            0,
+        ),
+        (
+            "create config-image",
+            trace(&["create", "config-image", "--dir", &site]),
+            0,
+        ),
+        (
+            "create config-image (identity reused)",
+            trace(&["create", "config-image", "--dir", &site]),
+            0,
+        ),
+        (
+            "create image",
+            trace(&[
+                "create",
+                "image",
+                "--dir",
+                &install,
+                "--base-iso",
+                base_iso.to_str().unwrap(),
+            ]),
+            0,
+        ),
+        ("inspect config ISO", trace(&["inspect", &config_iso]), 0),
+        (
+            "inspect --ignition config ISO",
+            trace(&["inspect", "--ignition", &config_iso]),
+            1,
+        ),
+        (
+            "inspect installation ISO",
+            trace(&["inspect", &live_iso]),
+            0,
+        ),
+        (
+            "inspect --ignition installation ISO",
+            trace(&["inspect", "--ignition", &live_iso]),
+            0,
+        ),
+    ];
+    let mut ran = Vec::new();
+    for (label, args, code) in steps {
+        let out = root.ibi("022", &args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ran.push(Ran {
+            label: label.to_string(),
+            out,
+        });
+    }
+    if cfg!(feature = "agent") {
+        let ignition = &ran.last().expect("ran").out.stdout;
+        ran.extend(run_agent(root, ignition));
+    } else {
+        eprintln!("SKIP the agent commands: built without --features agent");
+    }
+    ran
+}
+
+/// `agent install` on the installation ISO's own configuration and pull secret, the disk swapped
+/// for one that does not exist: it must fail before any step, creating nothing. Then `agent
+/// fetch-config` with no device to find.
+fn run_agent(root: &Root, ignition: &[u8]) -> Vec<Ran> {
+    let config: Value = serde_json::from_slice(ignition).expect("Ignition JSON");
+    let mut cfg: Value =
+        serde_json::from_slice(&ignition_file(&config, "/var/tmp/ibi-configuration.json")).unwrap();
+    cfg["installationDisk"] = Value::from(NO_DISK);
+    assert!(!Path::new(NO_DISK).exists());
+    let agent = root.path("agent");
+    fs::write(agent.join("ibi-configuration.json"), cfg.to_string()).unwrap();
+    let pull_secret = ignition_file(&config, "/var/tmp/pull-secret.json");
+    fs::write(agent.join("pull-secret.json"), pull_secret).unwrap();
+    let a = |rel: &str| root.arg(&format!("agent/{rel}"));
+    let install = trace(&[
+        "agent",
+        "install",
+        "-f",
+        &a("ibi-configuration.json"),
+        "--authfile",
+        &a("pull-secret.json"),
+        "--root",
+        &a("root"),
+        "--sysroot-mount",
+        &a("sysroot"),
+        "--containers-mount",
+        &a("containers"),
+        "--state-file",
+        &a("state/state.json"),
+        "--status-file",
+        &a("state/status.json"),
+        "--registries-conf",
+        &a("registries.conf"),
+        "--coreos-installer",
+        "/bin/false",
+    ]);
+    let out = root.ibi("022", &install);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "agent install: {err}");
+    assert!(err.contains(NO_DISK), "fails on the disk: {err}");
+    let mut left: Vec<_> = fs::read_dir(&agent)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["ibi-configuration.json", "pull-secret.json"],
+        "agent install created files before failing"
+    );
+    let fetch = trace(&[
+        "agent",
+        "fetch-config",
+        "--target",
+        &a("target"),
+        "--timeout",
+        "0",
+        "--device",
+        "ibi-secrets-test-no-such-device",
+    ]);
+    let out2 = root.ibi("022", &fetch);
+    assert_eq!(out2.status.code(), Some(1), "agent fetch-config");
+    assert!(
+        !agent.join("target").exists(),
+        "fetch-config created its target"
+    );
+    vec![
+        Ran {
+            label: "agent install".into(),
+            out,
+        },
+        Ran {
+            label: "agent fetch-config".into(),
+            out: out2,
+        },
+    ]
+}
+
+/// The decoded contents of one `storage.files` entry of an Ignition config.
+fn ignition_file(config: &Value, path: &str) -> Vec<u8> {
+    let files = config["storage"]["files"].as_array().expect("files");
+    let f = files
+        .iter()
+        .find(|f| f["path"] == path)
+        .unwrap_or_else(|| panic!("{path} missing"));
+    let src = f["contents"]["source"].as_str().expect("source");
+    let b64 = src.split_once(";base64,").expect("base64 data URL").1;
+    openssl::base64::decode_block(b64).expect("base64")
+}
+
+/// `s` itself and its base64 encodings at the three alignments: whatever precedes it in an encoded
+/// blob, one of the three appears there.
+fn needles(s: &[u8]) -> Vec<Vec<u8>> {
+    let mut v = vec![s.to_vec()];
+    for k in 0..3 {
+        let body = &s[k..];
+        let body = &body[..body.len() / 3 * 3];
+        assert!(body.len() >= 12, "secret too short to search for encoded");
+        v.push(openssl::base64::encode_block(body).into_bytes());
+    }
+    v
+}
+
+/// Two base64 lines of a PEM body: enough to be unique, short enough to survive re-wrapping as
+/// long as lines stay 64 characters (PEM) or are joined (JSON strings keep the `\n` escapes
+/// between them).
+fn key_needles(pem: &str) -> Vec<Vec<u8>> {
+    let body: Vec<&str> = pem
+        .lines()
+        .filter(|l| !l.starts_with("-----") && l.len() == 64)
+        .collect();
+    assert!(body.len() > 4, "not a PEM key: {} lines", body.len());
+    let mut v = needles(body[1].as_bytes());
+    v.extend(needles(body[body.len() / 2].as_bytes()));
+    v
+}
+
+fn secrets(root: &Root, auth: &str) -> Vec<Secret> {
+    let id_rel = "site/.ibi/identity.json";
+    let id: Value = serde_json::from_slice(&fs::read(root.path(id_rel)).unwrap()).unwrap();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let user_pass = openssl::base64::decode_block(auth).unwrap();
+    let password = user_pass.split(|&b| b == b':').nth(1).unwrap().to_vec();
+    let mut out = vec![
+        Secret {
+            name: "pull secret auth".into(),
+            needles: [needles(auth.as_bytes()), needles(&password)].concat(),
+            allowed: s(&[
+                "site/install-config.yaml",
+                "site/imagebasedconfig.iso",
+                "install/image-based-installation-config.yaml",
+                "install/rhcos-ibi.iso",
+                "agent/pull-secret.json",
+                "stdout of inspect --ignition installation ISO",
+            ]),
+            home: "site/imagebasedconfig.iso".into(),
+        },
+        Secret {
+            name: "kubeadmin password".into(),
+            needles: needles(id["kubeadmin_password"].as_str().unwrap().as_bytes()),
+            allowed: s(&["site/auth/kubeadmin-password", id_rel]),
+            home: "site/auth/kubeadmin-password".into(),
+        },
+        Secret {
+            name: "kubeadmin password hash".into(),
+            needles: needles(id["kubeadmin_password_hash"].as_str().unwrap().as_bytes()),
+            allowed: s(&[id_rel, "site/imagebasedconfig.iso"]),
+            home: "site/imagebasedconfig.iso".into(),
+        },
+    ];
+    // Where each generated key may be: the signers lifecycle-agent needs travel in the ISO, the
+    // admin client key in the kubeconfig; the admin signer key never leaves the identity.
+    let keys: [(&str, &[&str]); 6] = [
+        ("admin_kubeconfig_signer", &[]),
+        ("admin_kubeconfig_client", &["site/auth/kubeconfig"]),
+        (
+            "kube_apiserver_localhost_signer",
+            &["site/imagebasedconfig.iso"],
+        ),
+        (
+            "kube_apiserver_service_network_signer",
+            &["site/imagebasedconfig.iso"],
+        ),
+        ("kube_apiserver_lb_signer", &["site/imagebasedconfig.iso"]),
+        ("ingress_operator_signer", &["site/imagebasedconfig.iso"]),
+    ];
+    let crypto = id["crypto"].as_object().expect("crypto");
+    let pems: Vec<&str> = crypto
+        .values()
+        .filter_map(|v| v["key_pem"].as_str())
+        .collect();
+    assert_eq!(
+        pems.len(),
+        keys.len(),
+        "a key was added: list where it may go"
+    );
+    for (name, places) in keys {
+        let pem = crypto[name]["key_pem"].as_str().expect(name);
+        assert!(pem.contains("PRIVATE KEY-----"), "{name}");
+        let mut allowed = vec![id_rel.to_string()];
+        allowed.extend(places.iter().map(|p| p.to_string()));
+        out.push(Secret {
+            name: format!("{name} private key"),
+            needles: key_needles(pem),
+            home: allowed.last().unwrap().clone(),
+            allowed,
+        });
+    }
+    out
+}
+
+/// Every regular file under `dir`, by path relative to `base`; symlinks are not followed.
+fn files_under(base: &Path, dir: &Path, out: &mut BTreeMap<String, PathBuf>) {
+    for e in fs::read_dir(dir).expect("read_dir") {
+        let p = e.expect("entry").path();
+        let ft = fs::symlink_metadata(&p).expect("lstat").file_type();
+        if ft.is_dir() {
+            files_under(base, &p, out);
+        } else if ft.is_file() {
+            let rel = p.strip_prefix(base).unwrap().to_str().unwrap().to_string();
+            out.insert(rel, p);
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn holds(hay: &[u8], s: &Secret) -> bool {
+    s.needles.iter().any(|n| contains(hay, n))
+}
+
+#[test]
+fn secrets_stay_in_their_files_at_trace_level() {
+    let root = Root::new();
+    let auth = write_inputs(&root);
+    let ran = run_all(&root);
+    let config_log = String::from_utf8_lossy(&ran[2].out.stderr);
+    assert!(
+        config_log.lines().count() >= 2,
+        "trace logging said almost nothing, so this test would prove little:\n{config_log}"
+    );
+    let secrets = secrets(&root, &auth);
+    let mut files = BTreeMap::new();
+    files_under(root.dir.path(), root.dir.path(), &mut files);
+    let mut leaks = Vec::new();
+    let mut found: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (rel, path) in &files {
+        assert!(
+            !(rel.ends_with(".tmp") && rel.contains("/.")),
+            "temp file left behind: {rel}"
+        );
+        let data = fs::read(path).unwrap();
+        for s in &secrets {
+            if holds(&data, s) {
+                found.entry(&s.name).or_default().push(rel.clone());
+                if !s.allowed.contains(rel) {
+                    leaks.push(format!("{} in {rel}", s.name));
+                }
+            }
+        }
+    }
+    for r in &ran {
+        for (stream, data) in [("stdout", &r.out.stdout), ("stderr", &r.out.stderr)] {
+            let place = format!("{stream} of {}", r.label);
+            for s in &secrets {
+                if holds(data, s) {
+                    found.entry(&s.name).or_default().push(place.clone());
+                    if !s.allowed.contains(&place) {
+                        leaks.push(format!("{} in {place}", s.name));
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("where each secret was found: {found:#?}");
+    assert!(
+        leaks.is_empty(),
+        "secrets where they must not be:\n{}",
+        leaks.join("\n")
+    );
+    for s in &secrets {
+        let at = found.get(s.name.as_str()).cloned().unwrap_or_default();
+        assert!(
+            at.contains(&s.home),
+            "{} not found in {} (found in {at:?}): the search is broken",
+            s.name,
+            s.home
+        );
+    }
+    // The installation ISO carries the pull secret by design: `inspect --ignition` shows it.
+    let shown = found["pull secret auth"].clone();
+    assert!(
+        shown.contains(&"stdout of inspect --ignition installation ISO".to_string()),
+        "{shown:?}"
+    );
+    // Every output file holding a secret is private (the inputs are the test's own files).
+    let inputs = [
+        "site/install-config.yaml",
+        "install/image-based-installation-config.yaml",
+        "agent/pull-secret.json",
+    ];
+    for (name, places) in &found {
+        for rel in places.iter().filter(|p| files.contains_key(*p)) {
+            if !inputs.contains(&rel.as_str()) {
+                let m = mode(&files[rel]);
+                assert_eq!(m & 0o077, 0, "{rel} holds the {name} with mode {m:o}");
+            }
+        }
+    }
+}
+
+/// What each output's mode must be, under any umask.
+const PRIVATE_OUTPUTS: [(&str, u32); 9] = [
+    ("site/imagebasedconfig.iso", 0o600),
+    ("site/auth", 0o700),
+    ("site/auth/kubeconfig", 0o600),
+    ("site/auth/kubeadmin-password", 0o600),
+    ("site/.ibi", 0o700),
+    ("site/.ibi/identity.json", 0o600),
+    // docs/create-image.md: 0600, it holds the pull secret.
+    ("install/rhcos-ibi.iso", 0o600),
+    // README: the template is 0600; it is where the user puts a pull secret next.
+    ("tmpl-site/image-based-config.yaml", 0o600),
+    // Not documented; it receives the pull secret too, so it is held to the same rule.
+    ("tmpl-install/image-based-installation-config.yaml", 0o600),
+];
+
+#[test]
+fn secret_outputs_are_private_under_any_umask() {
+    let base_iso =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("seed-fixtures/coreos-live-synthetic.iso");
+    for umask in ["000", "022", "077"] {
+        let root = Root::new();
+        write_inputs(&root);
+        let (site, install) = (root.arg(SITE), root.arg(INSTALL));
+        let (tmpl_site, tmpl_install) = (root.arg("tmpl-site"), root.arg("tmpl-install"));
+        let runs: [Vec<&str>; 6] = [
+            vec!["create", "config-image", "--dir", &site],
+            // The rebuild replaces every output: the modes must survive it.
+            vec!["create", "config-image", "--dir", &site],
+            vec!["create", "config-image", "--dir", &site, "--rotate-crypto"],
+            vec![
+                "create",
+                "image",
+                "--dir",
+                &install,
+                "--base-iso",
+                base_iso.to_str().unwrap(),
+            ],
+            vec!["create", "config-template", "--dir", &tmpl_site],
+            vec!["create", "image-config-template", "--dir", &tmpl_install],
+        ];
+        for args in runs {
+            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            let out = root.ibi(umask, &args);
+            assert_ok(&out);
+        }
+        for (rel, want) in PRIVATE_OUTPUTS {
+            let got = mode(&root.path(rel));
+            assert_eq!(
+                got, want,
+                "umask {umask}: {rel} has mode {got:o}, want {want:o}"
+            );
+        }
+        let mut files = BTreeMap::new();
+        files_under(root.dir.path(), root.dir.path(), &mut files);
+        let stray: Vec<&String> = files
+            .keys()
+            .filter(|k| k.starts_with("home/") || k.starts_with("cache/") || k.starts_with("tmp/"))
+            .collect();
+        assert!(
+            stray.is_empty(),
+            "umask {umask}: files outside the dirs: {stray:?}"
+        );
+        for f in files.keys() {
+            assert!(
+                !f.ends_with(".tmp"),
+                "umask {umask}: temp file left behind: {f}"
+            );
+        }
+    }
+}
+
+#[test]
+fn registry_credentials_stay_out_of_the_output() {
+    let test = "registry_credentials_stay_out_of_the_output";
+    let mut rand = [0u8; 12];
+    openssl::rand::rand_bytes(&mut rand).unwrap();
+    let password: String = rand.iter().map(|b| format!("{b:02x}")).collect();
+    let password = format!("IBI-REGISTRY-MARKER-{password}");
+    let Some(reg) = TestRegistry::start_with_auth(test, "ibi-secrets-test", &password) else {
+        return;
+    };
+    let reference = reg.push(&fixture_seed(), "4.16.0", "ibi/seed");
+    let base_iso =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("seed-fixtures/coreos-live-synthetic.iso");
+    for (right, code) in [(true, 0), (false, 1)] {
+        let pass = if right {
+            password.clone()
+        } else {
+            format!("{password}-wrong")
+        };
+        let auth = openssl::base64::encode_block(format!("ibi-secrets-test:{pass}").as_bytes());
+        let root = Root::new();
+        write_inputs(&root);
+        let config = root.path(INSTALL).join(INSTALL_CONFIG);
+        let text = fs::read_to_string(&config).unwrap();
+        let seed_line = text
+            .lines()
+            .find(|l| l.starts_with("seedImage: "))
+            .expect("seedImage line");
+        let secret_line = text
+            .lines()
+            .find(|l| l.starts_with("pullSecret: "))
+            .expect("pullSecret line");
+        let pull_secret = format!(r#"{{"auths":{{"{}":{{"auth":"{auth}"}}}}}}"#, reg.addr);
+        let text = text
+            .replace(seed_line, &format!("seedImage: {reference}"))
+            .replace(secret_line, &format!("pullSecret: '{pull_secret}'"));
+        fs::write(&config, text).unwrap();
+        let args = trace(&[
+            "create",
+            "image",
+            "--dir",
+            &root.arg(INSTALL),
+            "--base-iso",
+            base_iso.to_str().unwrap(),
+            "--insecure-registry",
+            &reg.addr,
+        ]);
+        let out = root.ibi("022", &args);
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "right password {right}: {log}"
+        );
+        assert!(
+            log.lines().count() >= 2,
+            "trace logging said almost nothing:\n{log}"
+        );
+        let secret = Secret {
+            name: "registry password".into(),
+            needles: [needles(pass.as_bytes()), needles(auth.as_bytes())].concat(),
+            allowed: vec![
+                format!("{INSTALL}/{INSTALL_CONFIG}"),
+                format!("{INSTALL}/rhcos-ibi.iso"),
+            ],
+            home: format!("{INSTALL}/{INSTALL_CONFIG}"),
+        };
+        assert!(!holds(&out.stdout, &secret), "in stdout");
+        assert!(
+            !holds(&out.stderr, &secret),
+            "right password {right}: in stderr:\n{log}"
+        );
+        let mut files = BTreeMap::new();
+        files_under(root.dir.path(), root.dir.path(), &mut files);
+        let mut found = Vec::new();
+        for (rel, path) in &files {
+            if holds(&fs::read(path).unwrap(), &secret) {
+                found.push(rel.clone());
+            }
+        }
+        assert!(
+            found.contains(&secret.home),
+            "the search is broken: {found:?}"
+        );
+        found.retain(|f| !secret.allowed.contains(f));
+        assert!(found.is_empty(), "right password {right}: in {found:?}");
+        assert_eq!(
+            root.path(INSTALL).join("rhcos-ibi.iso").exists(),
+            right,
+            "an ISO only when the seed could be read"
+        );
+    }
+}
