@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::disk::{StartSpec, parse_partition_start};
+use crate::util::fs::{MAX_INPUT_BYTES, read_input_file};
 
 /// Default `extraPartitionStart` (lca-cli `SetDefaultValues`): the last 40 GiB of the disk.
 pub const DEFAULT_EXTRA_PARTITION_START: &str = "-40G";
@@ -146,7 +147,7 @@ pub fn parse_prepare_config(text: &str) -> Result<PrepareConfig> {
 
 /// Reads and parses `path`; the fingerprint is of the bytes read, so the two always agree.
 pub fn load_prepare_config(path: &Path) -> Result<(PrepareConfig, ConfigFingerprint)> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = read_input_file(path, MAX_INPUT_BYTES)?;
     let text =
         std::str::from_utf8(&bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
     let config =

@@ -19,6 +19,7 @@ use crate::ignition::host_agent::{HOST_AGENT_DROPIN, HOST_AGENT_IMAGE_ENV};
 use crate::ignition::{IBI_AGENT_UNIT, INSTALL_UNIT};
 use crate::iso9660::IsoReader;
 use crate::live_iso::{self, LiveIsoError};
+use crate::util::fs::check_input_file;
 
 /// post-pivot also accepts this older label.
 const LEGACY_VOLUME_LABEL: &str = "relocation-config";
@@ -34,44 +35,52 @@ const MANIFEST_SHOWN: [&str; 6] = [
 
 pub fn run(opts: &InspectOpts) -> Result<()> {
     let path = &opts.iso;
-    let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut iso = IsoReader::open(file)
-        .with_context(|| format!("{}: not an ISO 9660 image", path.display()))?;
+    // Any size (an ISO is gigabytes), but a regular file: a FIFO or a directory would block or
+    // give an error that does not say what is wrong with the argument.
+    check_input_file(path, u64::MAX)?;
+    // Every problem found inside the image names the image first.
+    inspect(path, opts.ignition).with_context(|| path.display().to_string())
+}
+
+fn inspect(path: &Path, ignition: bool) -> Result<()> {
+    let file = File::open(path).context("opening the image")?;
+    let mut iso = IsoReader::open(file).context("not an ISO 9660 image")?;
     let mut out = String::new();
     out.push_str(&format!("Volume id: {}\n", iso.volume_id()));
     let config_label = [VOLUME_LABEL, LEGACY_VOLUME_LABEL].contains(&iso.volume_id());
     if config_label && iso.find(MANIFEST_PATH).is_ok() {
-        if opts.ignition {
-            bail!(
-                "{}: a configuration ISO carries no Ignition config",
-                path.display()
-            );
+        if ignition {
+            bail!("a configuration ISO carries no Ignition config");
         }
         describe_config_iso(&mut iso, &mut out)?;
     } else {
         match live_iso::find_ignition_area(&mut iso) {
             Ok(area) => {
-                let kargs = live_iso::find_kargs(&mut iso)?;
+                let kargs =
+                    live_iso::find_kargs(&mut iso).context("reading the kernel arguments")?;
                 let mut file = iso.into_inner();
-                let raw = live_iso::decode_ignition(&live_iso::read_area(&mut file, &area)?)?;
-                if opts.ignition {
-                    return print_raw(path, raw);
+                let raw = live_iso::decode_ignition(
+                    &live_iso::read_area(&mut file, &area).context("reading the Ignition area")?,
+                )
+                .context("decoding the Ignition area")?;
+                if ignition {
+                    return print_raw(raw);
                 }
                 describe_live_iso(raw, &area, kargs, &mut file, &mut out)?;
             }
-            Err(LiveIsoError::NotCoreOs) if !opts.ignition => {
+            Err(LiveIsoError::NotCoreOs) if !ignition => {
                 out.push_str("Kind: other ISO 9660 image\n")
             }
-            Err(LiveIsoError::NotCoreOs) => bail!("{}: not a CoreOS live ISO", path.display()),
-            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+            Err(LiveIsoError::NotCoreOs) => bail!("not a CoreOS live ISO"),
+            Err(e) => return Err(e).context("finding the Ignition area"),
         }
     }
     print!("{out}");
     Ok(())
 }
 
-fn print_raw(path: &Path, raw: Option<Vec<u8>>) -> Result<()> {
-    let raw = raw.with_context(|| format!("{}: no embedded Ignition config", path.display()))?;
+fn print_raw(raw: Option<Vec<u8>>) -> Result<()> {
+    let raw = raw.context("no embedded Ignition config")?;
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(&raw)

@@ -21,6 +21,91 @@ pub enum Clobber {
     Refuse,
 }
 
+/// Largest input document ibi reads (configuration YAML/JSON, manifests): real ones are a few KiB,
+/// and a bigger file is a mistake whose whole read would only waste memory.
+pub const MAX_INPUT_BYTES: u64 = 16 << 20;
+
+/// Why an input file was refused before reading it.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("{path} is not a regular file (it is a {kind})")]
+    NotAFile { path: String, kind: &'static str },
+    #[error("{path} is {size} bytes, larger than the {limit}-byte limit for an input file")]
+    TooBig { path: String, size: u64, limit: u64 },
+    #[error("reading {path}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl InputError {
+    /// The I/O error behind it, if any (a missing file is often a finding of its own).
+    pub fn io_kind(&self) -> Option<std::io::ErrorKind> {
+        match self {
+            InputError::Io { source, .. } => Some(source.kind()),
+            _ => None,
+        }
+    }
+}
+
+/// Checks that `path` (followed through symlinks) is a regular file of at most `limit` bytes. A FIFO
+/// or a device would block or never end a read; a directory gives a confusing error later.
+pub fn check_input_file(path: &Path, limit: u64) -> Result<u64, InputError> {
+    let shown = path.display().to_string();
+    let meta = fs::metadata(path).map_err(|source| InputError::Io {
+        path: shown.clone(),
+        source,
+    })?;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        use std::os::unix::fs::FileTypeExt;
+        let kind = if ft.is_dir() {
+            "directory"
+        } else if ft.is_fifo() {
+            "named pipe"
+        } else if ft.is_socket() {
+            "socket"
+        } else if ft.is_block_device() || ft.is_char_device() {
+            "device"
+        } else {
+            "special file"
+        };
+        return Err(InputError::NotAFile { path: shown, kind });
+    }
+    if meta.len() > limit {
+        return Err(InputError::TooBig {
+            path: shown,
+            size: meta.len(),
+            limit,
+        });
+    }
+    Ok(meta.len())
+}
+
+/// Reads an input document: a regular file of at most `limit` bytes (see [`check_input_file`]).
+pub fn read_input_file(path: &Path, limit: u64) -> Result<Vec<u8>, InputError> {
+    check_input_file(path, limit)?;
+    let io = |source| InputError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let file = File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    // The size was checked, but the file may grow between the check and the read: cap the read too.
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, limit + 1), &mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(InputError::TooBig {
+            path: path.display().to_string(),
+            size: bytes.len() as u64,
+            limit,
+        });
+    }
+    Ok(bytes)
+}
+
 /// Writes `data` to `path` atomically with `mode`.
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32, clobber: Clobber) -> Result<()> {
     write_atomic_with(path, mode, clobber, |f| {
@@ -154,6 +239,37 @@ pub fn ensure_dir(dir: &Path, mode: u32) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inputs_must_be_small_regular_files() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("in.yaml");
+        fs::write(&f, b"a: 1\n").unwrap();
+        assert_eq!(read_input_file(&f, 100).unwrap(), b"a: 1\n");
+        let err = read_input_file(&f, 3).unwrap_err().to_string();
+        assert!(
+            err.contains("is 5 bytes, larger than the 3-byte limit"),
+            "{err}"
+        );
+        let err = read_input_file(d.path(), 100).unwrap_err().to_string();
+        assert!(
+            err.ends_with("is not a regular file (it is a directory)"),
+            "{err}"
+        );
+        let fifo = d.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let err = read_input_file(&fifo, 100).unwrap_err().to_string();
+        assert!(err.ends_with("(it is a named pipe)"), "{err}");
+        let missing = read_input_file(&d.path().join("nope"), 100).unwrap_err();
+        assert_eq!(missing.io_kind(), Some(std::io::ErrorKind::NotFound));
+    }
 
     #[test]
     fn temp_names_parse_back() {
