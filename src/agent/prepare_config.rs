@@ -150,9 +150,28 @@ pub fn load_prepare_config(path: &Path) -> Result<(PrepareConfig, ConfigFingerpr
     let bytes = read_input_file(path, MAX_INPUT_BYTES)?;
     let text =
         std::str::from_utf8(&bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
-    let config =
-        parse_prepare_config(text).with_context(|| format!("loading {}", path.display()))?;
+    let config = parse_prepare_config(text).map_err(|e| as_findings(e, path))?;
     Ok((config, ConfigFingerprint::of(&bytes)))
+}
+
+/// Validation problems become the findings every command prints one per line, `error: <file>: …`;
+/// other errors (the document does not decode) get the path as context.
+fn as_findings(e: anyhow::Error, path: &Path) -> anyhow::Error {
+    match e.downcast::<PrepareConfigError>() {
+        Ok(p) => crate::config::ValidationError {
+            findings: p
+                .findings
+                .into_iter()
+                .map(|message| crate::config::Finding {
+                    file: path.display().to_string(),
+                    field: String::new(),
+                    message,
+                })
+                .collect(),
+        }
+        .into(),
+        Err(e) => e.context(path.display().to_string()),
+    }
 }
 
 /// Decodes the document and each known key, reporting every key of the wrong type at once.
