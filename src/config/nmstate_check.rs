@@ -43,6 +43,7 @@ fn sorted(v: &Value) -> Value {
 /// Parses the canonical YAML as nmstate state and generates NetworkManager keyfiles from it; the error is
 /// nmstate's message.
 pub(crate) fn check(config: &Value) -> Result<(), String> {
+    check_macs(config)?;
     let yaml = canonical_yaml(config).map_err(|e| format!("{e:#}"))?;
     let state =
         nmstate::NetworkState::new_from_yaml(&yaml).map_err(|e| strip_position(&e.to_string()))?;
@@ -53,6 +54,39 @@ pub(crate) fn check(config: &Value) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The MAC-address keys of an nmstate interface. nmstate's config generation copies them into the
+/// keyfiles unchecked, so a typo only shows on the host, as a NIC that never matches.
+const MAC_KEYS: [&str; 2] = ["mac-address", "permanent-mac-address"];
+
+/// Every `interfaces[i].mac-address` is a MAC: 6 (Ethernet) or 20 (InfiniBand) hex octets joined by `:`.
+fn check_macs(config: &Value) -> Result<(), String> {
+    let Some(interfaces) = config.get("interfaces").and_then(Value::as_array) else {
+        return Ok(());
+    };
+    for (i, iface) in interfaces.iter().enumerate() {
+        for key in MAC_KEYS {
+            match iface.get(key) {
+                None => {}
+                Some(Value::String(mac)) if is_mac(mac) => {}
+                Some(other) => {
+                    return Err(format!(
+                        "interfaces[{i}].{key}: {other} is not a MAC address (like 52:54:00:aa:17:01)"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn is_mac(s: &str) -> bool {
+    let octets: Vec<&str> = s.split(':').collect();
+    matches!(octets.len(), 6 | 20)
+        && octets
+            .iter()
+            .all(|o| o.len() == 2 && o.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// Drops a trailing " at line L column C": it points into the re-serialized YAML, not the user's file.
@@ -130,6 +164,23 @@ mod tests {
                 "{input}"
             );
         }
+    }
+
+    #[test]
+    fn mac_addresses_are_checked() {
+        let iface = |mac: &str| {
+            yaml(&format!(
+                "interfaces:\n- name: eth0\n  type: ethernet\n  state: up\n  mac-address: {mac}\n"
+            ))
+        };
+        assert_eq!(check(&iface("52:54:00:AA:17:01")), Ok(()));
+        assert_eq!(
+            check(&iface("52:54:00:zz:17:01")),
+            Err("interfaces[0].mac-address: \"52:54:00:zz:17:01\" is not a MAC address (like 52:54:00:aa:17:01)".into())
+        );
+        assert!(check(&iface("not-a-mac")).is_err());
+        assert!(check(&iface("52:54:00:aa:17")).is_err());
+        assert!(is_mac(&["00"; 20].join(":")), "InfiniBand");
     }
 
     #[test]
