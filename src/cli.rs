@@ -37,7 +37,8 @@ pub enum Command {
 pub enum CreateCommand {
     /// Write a commented image-based-config.yaml template (per-site settings)
     ConfigTemplate(CreateConfigTemplateOpts),
-    /// Build imagebasedconfig.iso, auth/kubeconfig and auth/kubeadmin-password for one site
+    /// Build imagebasedconfig.iso, auth/kubeconfig and auth/kubeadmin-password for one site (or, with
+    /// --sites, for every site of an inventory)
     ConfigImage(CreateConfigImageOpts),
     /// Write a commented image-based-installation-config.yaml template
     ImageConfigTemplate(CreateImageConfigTemplateOpts),
@@ -70,6 +71,10 @@ pub struct CreateConfigImageOpts {
     /// (invalidates any kubeconfig already handed out for this site)
     #[arg(long)]
     pub rotate_crypto: bool,
+    /// Build one ISO per site listed in INVENTORY (YAML, or CSV when named *.csv) into
+    /// DIR/sites/<site>/, from the shared inputs in DIR; see docs/batch.md
+    #[arg(long, value_name = "INVENTORY", conflicts_with = "rotate_crypto")]
+    pub sites: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

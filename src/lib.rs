@@ -7,6 +7,7 @@
 #[cfg(feature = "agent")]
 pub mod agent;
 pub mod base_iso;
+pub mod batch_state;
 pub mod cli;
 pub mod commands;
 pub mod config;

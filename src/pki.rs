@@ -15,6 +15,7 @@ mod password;
 mod pool;
 
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, ensure};
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use cert::{Issued, Subject};
 pub use kubeconfig::{admin_kubeconfig, api_server_url};
 pub use password::{generate_kubeadmin_password, hash_kubeadmin_password, random_chars};
+pub use pool::all_cores;
 
 /// Installer asset names. The first four double as CNs, and recert's `use_key_rules` match the
 /// serving-signer CNs (lifecycle-agent.md §2.2), so they must not drift.
@@ -84,7 +86,7 @@ pub fn generate_rsa_key() -> Result<Rsa<Private>> {
 
 /// Generates all keys and certificates of a site, valid from `now`.
 pub fn generate_site_crypto(now: SystemTime) -> Result<SiteCrypto> {
-    Ok(generate(now, None)?.0)
+    Ok(generate(now, None, all_cores())?.0)
 }
 
 /// Like [`generate_site_crypto`], and hashes `password` with bcrypt as one more job of the same worker
@@ -93,7 +95,17 @@ pub fn generate_site_crypto_and_hash(
     now: SystemTime,
     password: &str,
 ) -> Result<(SiteCrypto, String)> {
-    let (crypto, hash) = generate(now, Some(password))?;
+    generate_site_crypto_and_hash_with_threads(now, password, all_cores())
+}
+
+/// Like [`generate_site_crypto_and_hash`] on at most `threads` threads: a batch that already runs one
+/// site per core passes 1, so the machine is not oversubscribed.
+pub fn generate_site_crypto_and_hash_with_threads(
+    now: SystemTime,
+    password: &str,
+    threads: NonZeroUsize,
+) -> Result<(SiteCrypto, String)> {
+    let (crypto, hash) = generate(now, Some(password), threads)?;
     Ok((
         crypto,
         hash.context("internal: the bcrypt job produced no hash")?,
@@ -164,11 +176,15 @@ fn make_signer(spec: &SignerSpec, now: i64) -> Result<Issued> {
 
 /// Generates everything in one worker pool, then signs the client certificate, which needs the admin
 /// signer (a couple of milliseconds, not worth a dependency between jobs).
-fn generate(now: SystemTime, password: Option<&str>) -> Result<(SiteCrypto, Option<String>)> {
+fn generate(
+    now: SystemTime,
+    password: Option<&str>,
+    threads: NonZeroUsize,
+) -> Result<(SiteCrypto, Option<String>)> {
     let now = unix_seconds(now)?;
     let ingress_certificate_cn = format!("{INGRESS_CN_PREFIX}{now}");
     let specs = signer_specs(&ingress_certificate_cn);
-    let (signers, client_key, hash) = sort_out(pool::run(jobs(&specs, now, password))?)?;
+    let (signers, client_key, hash) = sort_out(pool::run(jobs(&specs, now, password), threads)?)?;
     let [admin, localhost, service_network, lb, ingress] = signers;
     let client = cert::client_cert(
         client_key,

@@ -6,6 +6,7 @@
 //! already handed out working, and makes the ISO reproducible byte for byte.
 
 use std::fs;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -61,13 +62,23 @@ pub struct SiteState {
 /// Returns the stored identity (checked) or makes a new one. Writes nothing: the caller renders
 /// every output first and calls [`save`] only when that succeeded.
 pub fn load_or_create(dir: &Path, cluster_name: &str, rotate_crypto: bool) -> Result<SiteState> {
+    load_or_create_with_threads(dir, cluster_name, rotate_crypto, pki::all_cores())
+}
+
+/// Like [`load_or_create`], generating any new keys on at most `threads` threads.
+pub fn load_or_create_with_threads(
+    dir: &Path,
+    cluster_name: &str,
+    rotate_crypto: bool,
+    threads: NonZeroUsize,
+) -> Result<SiteState> {
     let path = identity_path(dir);
     // With --rotate-crypto the stored keys are about to be replaced, so a damaged key is no reason
     // to refuse: only the IDs are kept.
     let (mut identity, origin) = match load(&path, !rotate_crypto)? {
-        Some(old) if rotate_crypto => (rotate(old)?, Origin::Rotated),
+        Some(old) if rotate_crypto => (rotate(old, threads)?, Origin::Rotated),
         Some(old) => (old, Origin::Reused),
-        None => (create(cluster_name)?, Origin::Created),
+        None => (create(cluster_name, threads)?, Origin::Created),
     };
     let renamed = identity.infra_id_cluster_name != cluster_name;
     if renamed {
@@ -120,8 +131,8 @@ fn load(path: &Path, check_crypto: bool) -> Result<Option<Identity>> {
     Ok(Some(id))
 }
 
-fn create(cluster_name: &str) -> Result<Identity> {
-    let (password, crypto, hash) = fresh_secrets()?;
+fn create(cluster_name: &str, threads: NonZeroUsize) -> Result<Identity> {
+    let (password, crypto, hash) = fresh_secrets(threads)?;
     Ok(Identity {
         version: IDENTITY_VERSION,
         cluster_id: uuid_v4()?,
@@ -135,8 +146,8 @@ fn create(cluster_name: &str) -> Result<Identity> {
 
 /// New signers and password; the cluster's identity (`cluster_id`, `infra_id`) stays, because a
 /// key rotation is not a new cluster.
-fn rotate(old: Identity) -> Result<Identity> {
-    let (password, crypto, hash) = fresh_secrets()?;
+fn rotate(old: Identity, threads: NonZeroUsize) -> Result<Identity> {
+    let (password, crypto, hash) = fresh_secrets(threads)?;
     Ok(Identity {
         kubeadmin_password: password,
         kubeadmin_password_hash: hash,
@@ -145,10 +156,11 @@ fn rotate(old: Identity) -> Result<Identity> {
     })
 }
 
-fn fresh_secrets() -> Result<(String, SiteCrypto, String)> {
+fn fresh_secrets(threads: NonZeroUsize) -> Result<(String, SiteCrypto, String)> {
     let password = pki::generate_kubeadmin_password()?;
     // bcrypt runs in the same worker pool as the key generation: the run's floor is the crypto.
-    let (crypto, hash) = pki::generate_site_crypto_and_hash(SystemTime::now(), &password)?;
+    let (crypto, hash) =
+        pki::generate_site_crypto_and_hash_with_threads(SystemTime::now(), &password, threads)?;
     Ok((password, crypto, hash))
 }
 

@@ -5,6 +5,7 @@
 //! every output is rendered in memory next; only then are the identity and the outputs written,
 //! each atomically. Inputs are never deleted.
 
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -53,10 +54,23 @@ pub fn build(dir: &Path, rotate_crypto: bool) -> Result<Outputs> {
     for w in &inputs.warnings {
         warn!("{w}");
     }
+    build_from(dir, &inputs, rotate_crypto, pki::all_cores())
+}
+
+/// Builds one site's outputs in `dir` from inputs already loaded and validated (the batch mode
+/// renders them from a shared base and an inventory entry); new keys are generated on at most
+/// `crypto_threads` threads.
+pub fn build_from(
+    dir: &Path,
+    inputs: &SiteInputs,
+    rotate_crypto: bool,
+    crypto_threads: NonZeroUsize,
+) -> Result<Outputs> {
     let timestamp = config_iso::image_timestamp()?;
     let cluster_name = &inputs.install_config.metadata.name;
-    let state = site::load_or_create(dir, cluster_name, rotate_crypto)?;
-    let rendered = render(&inputs, &state.identity, timestamp)?;
+    let state =
+        site::load_or_create_with_threads(dir, cluster_name, rotate_crypto, crypto_threads)?;
+    let rendered = render(inputs, &state.identity, timestamp)?;
     if state.dirty {
         site::save(dir, &state.identity)?;
     }

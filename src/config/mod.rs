@@ -4,14 +4,17 @@
 //!
 //! This module owns the input models, their strict decoding (unknown keys are errors, with line and column),
 //! the validation rules (every finding is collected so the user fixes all of them in one pass), the
-//! templates, and loading extra manifests and `post.sh`. Parsers are pure (`parse_*` take `&str`); only
-//! [`load_site_inputs`] and [`load_installation_inputs`] touch the filesystem.
+//! templates, and loading extra manifests and `post.sh`; and the site inventory of the batch mode
+//! (`create config-image --sites`) with the shared base it applies to. Parsers are pure (`parse_*` take
+//! `&str`); only the `load_*` functions touch the filesystem.
 
 mod finding;
 mod image_based_config;
 mod install_config;
 mod installation;
 mod installation_template;
+mod inventory;
+mod inventory_render;
 mod manifests;
 mod net;
 mod nmstate_check;
@@ -41,6 +44,8 @@ pub use installation::{
     parse_installation_config, validate_installation_config,
 };
 pub use installation_template::IMAGE_BASED_INSTALLATION_CONFIG_TEMPLATE;
+pub use inventory::{Inventory, Nic, SiteEntry, load_inventory, parse_inventory};
+pub use inventory_render::{FleetBase, SiteFiles, check_site, load_fleet_base};
 pub use manifests::{ExtraManifest, load_extra_manifests};
 pub use template::IMAGE_BASED_CONFIG_TEMPLATE;
 pub use validate_ic::validate_install_config;
@@ -120,14 +125,58 @@ fn load_input<T>(
     validate: fn(&T) -> (Vec<Finding>, Vec<String>),
     out: (&mut Vec<Finding>, &mut Vec<String>),
 ) -> anyhow::Result<Option<T>> {
+    let text = read_input(dir, name, out.0)?;
+    Ok(text.and_then(|text| check_input(&text, parse, validate, out)))
+}
+
+/// Decodes and validates one input file's text, adding its findings and warnings to `out`; `None`
+/// when it does not decode.
+fn check_input<T>(
+    text: &str,
+    parse: fn(&str) -> Result<T, ValidationError>,
+    validate: fn(&T) -> (Vec<Finding>, Vec<String>),
+    out: (&mut Vec<Finding>, &mut Vec<String>),
+) -> Option<T> {
     let (findings, warnings) = out;
-    let config = read_input(dir, name, findings)?.and_then(|text| collect(parse(&text), findings));
+    let config = collect(parse(text), findings);
     if let Some(c) = &config {
         let (f, w) = validate(c);
         findings.extend(f);
         warnings.extend(w);
     }
-    Ok(config)
+    config
+}
+
+/// Decodes and validates a site's two files given as text, with extra manifests already loaded and
+/// checked: the batch mode renders each site's files from the shared base and the inventory.
+pub fn parse_site_inputs(
+    install_config: &str,
+    image_based_config: &str,
+    extra_manifests: Vec<ExtraManifest>,
+) -> Result<SiteInputs, ValidationError> {
+    let mut findings = Vec::new();
+    let mut warnings = Vec::new();
+    let ic = check_input(
+        install_config,
+        parse_install_config,
+        validate_install_config,
+        (&mut findings, &mut warnings),
+    );
+    let ibc = check_input(
+        image_based_config,
+        parse_image_based_config,
+        validate_image_based_config,
+        (&mut findings, &mut warnings),
+    );
+    match (ic, ibc) {
+        (Some(install_config), Some(image_based_config)) if findings.is_empty() => Ok(SiteInputs {
+            install_config,
+            image_based_config,
+            extra_manifests,
+            warnings,
+        }),
+        _ => Err(ValidationError { findings }),
+    }
 }
 
 /// Reads `dir/name`; a missing file becomes a finding, any other I/O error an error naming the path.
@@ -163,6 +212,8 @@ fn collect<T>(r: Result<T, ValidationError>, findings: &mut Vec<Finding>) -> Opt
     r.map_err(|e| findings.extend(e.findings)).ok()
 }
 
+#[cfg(test)]
+mod inventory_tests;
 #[cfg(test)]
 mod site_tests;
 #[cfg(test)]

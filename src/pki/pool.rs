@@ -1,6 +1,6 @@
 //! A tiny scoped worker pool for the handful of CPU-bound jobs one site needs (RSA key generation, bcrypt).
 //!
-//! Each job is a closure; `available_parallelism()` workers (the calling thread is one of them, so no
+//! Each job is a closure; up to `max_workers` workers (the calling thread is one of them, so no
 //! thread sits idle waiting) pull jobs from a shared queue in order, so the caller decides the schedule by
 //! how it orders the list. Results come back in job order. Rayon would be a whole scheduler for seven jobs.
 
@@ -17,12 +17,10 @@ pub(super) type Job<'a, T> = Box<dyn FnOnce() -> Result<T> + Send + 'a>;
 /// Runs every job and returns their results in job order, or the first error in job order.
 ///
 /// After a job fails, workers stop taking new jobs: the run is lost anyway and keygens are not free.
-pub(super) fn run<T: Send>(jobs: Vec<Job<'_, T>>) -> Result<Vec<T>> {
+/// At most `max_workers` threads work (fewer when there are fewer jobs).
+pub(super) fn run<T: Send>(jobs: Vec<Job<'_, T>>, max_workers: NonZeroUsize) -> Result<Vec<T>> {
     let total = jobs.len();
-    let workers = thread::available_parallelism()
-        .map_or(1, NonZeroUsize::get)
-        .min(total)
-        .max(1);
+    let workers = max_workers.get().min(total).max(1);
     let queue = Mutex::new(jobs.into_iter().enumerate());
     let failed = AtomicBool::new(false);
     let drain = || {
@@ -54,11 +52,20 @@ pub(super) fn run<T: Send>(jobs: Vec<Job<'_, T>>) -> Result<Vec<T>> {
     finished.into_iter().map(|(_, result)| result).collect()
 }
 
+/// One worker per core: what a single site uses when it has the machine to itself.
+pub fn all_cores() -> NonZeroUsize {
+    thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::mpsc;
     use std::time::Duration;
+
+    fn run<T: Send>(jobs: Vec<Job<'_, T>>) -> Result<Vec<T>> {
+        super::run(jobs, all_cores())
+    }
 
     #[test]
     fn results_come_back_in_job_order() {
@@ -94,7 +101,7 @@ mod tests {
     /// Two jobs that each wait for the other can only both finish if they run at the same time.
     #[test]
     fn jobs_run_concurrently_when_cores_allow() {
-        if thread::available_parallelism().map_or(1, NonZeroUsize::get) < 2 {
+        if all_cores().get() < 2 {
             eprintln!("SKIP jobs_run_concurrently_when_cores_allow: fewer than 2 cores");
             return;
         }
@@ -112,5 +119,14 @@ mod tests {
             }),
         ];
         assert_eq!(run(jobs).unwrap(), vec![true, true]);
+    }
+
+    #[test]
+    fn one_worker_runs_jobs_on_the_calling_thread() {
+        let caller = thread::current().id();
+        let jobs: Vec<Job<'_, bool>> = (0..4)
+            .map(|_| -> Job<'_, bool> { Box::new(move || Ok(thread::current().id() == caller)) })
+            .collect();
+        assert_eq!(super::run(jobs, NonZeroUsize::MIN).unwrap(), vec![true; 4]);
     }
 }

@@ -1,0 +1,390 @@
+//! `create config-image --dir BASE --sites INVENTORY`: one configuration ISO per site of an inventory,
+//! into `BASE/sites/<site>/`, from the shared inputs in BASE (docs/batch.md).
+//!
+//! The inventory, the shared base and its extra manifests are read and checked first: a finding there
+//! stops the run before anything is written. Then the sites are built in parallel, each exactly as the
+//! single-site command builds it, in its own directory with its own `.ibi/` identity. One site runs per
+//! core with its key generation on that core alone (a lone site would use every core; a batch already
+//! does), so the machine is busy without being oversubscribed. A site whose effective inputs and
+//! outputs are unchanged since the last run is skipped. A failing site is reported and the others go
+//! on; the run then exits 1.
+
+use std::collections::HashSet;
+use std::fs::DirBuilder;
+use std::num::NonZeroUsize;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::thread;
+
+use anyhow::{Context, Result, bail};
+use tracing::warn;
+
+use super::create_config_image::{self, AUTH_DIR, KUBEADMIN_PASSWORD_FILE, KUBECONFIG_FILE};
+use crate::batch_state::{self, Fingerprint};
+use crate::config::{
+    self, EXTRA_MANIFESTS_DIR, ExtraManifest, Finding, FleetBase, SiteEntry, SiteFiles,
+    ValidationError,
+};
+use crate::config_iso::ISO_FILE_NAME;
+use crate::pki;
+use crate::site::{self, Origin};
+use crate::util::progress;
+
+/// The sites' directories go under `BASE/sites/`.
+pub const SITES_DIR: &str = "sites";
+/// Site directories are made like a `--dir` a user makes; the secrets inside have their own modes.
+const SITE_DIR_MODE: u32 = 0o755;
+/// SOURCE_DATE_EPOCH fixes every date in the ISO, so it is an input of the outputs.
+const SOURCE_DATE_EPOCH: &str = "SOURCE_DATE_EPOCH";
+
+/// Everything the run reads before it builds a site, all checked.
+struct Plan {
+    inventory_file: String,
+    sites: Vec<SiteEntry>,
+    base: FleetBase,
+    manifests: Vec<ExtraManifest>,
+    sites_dir: PathBuf,
+    /// The outputs the batch record covers, relative to a site directory.
+    outputs: Vec<String>,
+    source_date_epoch: Option<String>,
+}
+
+/// What happened to one site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    /// Built with a new identity.
+    Created,
+    /// Rebuilt with the identity kept in its `.ibi/`.
+    Updated,
+    /// Inputs and outputs as the last run left them: not touched.
+    Unchanged,
+    Failed,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Created => "created",
+            Status::Updated => "updated",
+            Status::Unchanged => "unchanged",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+/// One site's result: its status, or why it failed.
+type Outcome = Result<Status>;
+
+pub fn run(base_dir: &Path, inventory: &Path) -> Result<()> {
+    let plan = load_plan(base_dir, inventory)?;
+    let outcomes = build_all(&plan);
+    let mut failed = 0;
+    let mut rows = Vec::with_capacity(plan.sites.len());
+    for (site, outcome) in plan.sites.iter().zip(&outcomes) {
+        let status = match outcome {
+            Ok(status) => *status,
+            Err(e) => {
+                failed += 1;
+                report_site_error(&site.name, e);
+                Status::Failed
+            }
+        };
+        let output = match status {
+            Status::Failed => "-".to_string(),
+            _ => plan
+                .site_dir(site)
+                .join(ISO_FILE_NAME)
+                .display()
+                .to_string(),
+        };
+        rows.push((site.name.as_str(), status, output));
+    }
+    print!("{}", summary(&rows));
+    if failed > 0 {
+        bail!(
+            "{failed} of {} sites failed (the others are built)",
+            plan.sites.len()
+        );
+    }
+    Ok(())
+}
+
+/// Reads the inventory, the base and the extra manifests; their findings are reported together.
+fn load_plan(base_dir: &Path, inventory: &Path) -> Result<Plan> {
+    let mut findings = Vec::new();
+    let sites = findings_into(config::load_inventory(inventory), &mut findings)?;
+    let base = findings_into(config::load_fleet_base(base_dir), &mut findings)?;
+    let (manifests, f, warnings) =
+        config::load_extra_manifests(&base_dir.join(EXTRA_MANIFESTS_DIR))?;
+    findings.extend(f);
+    for w in warnings {
+        warn!("{w}");
+    }
+    let (Some(inventory_data), Some(base)) = (sites, base) else {
+        return Err(ValidationError { findings }.into());
+    };
+    if !findings.is_empty() {
+        return Err(ValidationError { findings }.into());
+    }
+    let identity = site::identity_path(Path::new(""));
+    let outputs = [
+        PathBuf::from(ISO_FILE_NAME),
+        Path::new(AUTH_DIR).join(KUBECONFIG_FILE),
+        Path::new(AUTH_DIR).join(KUBEADMIN_PASSWORD_FILE),
+        identity,
+    ]
+    .iter()
+    .map(|p| p.display().to_string())
+    .collect();
+    Ok(Plan {
+        inventory_file: inventory.display().to_string(),
+        sites: inventory_data.sites,
+        base,
+        manifests,
+        sites_dir: base_dir.join(SITES_DIR),
+        outputs,
+        source_date_epoch: std::env::var(SOURCE_DATE_EPOCH).ok(),
+    })
+}
+
+/// `Ok(Some)` on success; a [`ValidationError`]'s findings go to `findings` (`Ok(None)`); any other
+/// error is returned.
+fn findings_into<T>(r: Result<T>, findings: &mut Vec<Finding>) -> Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) => match e.downcast::<ValidationError>() {
+            Ok(v) => {
+                findings.extend(v.findings);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        },
+    }
+}
+
+impl Plan {
+    fn site_dir(&self, site: &SiteEntry) -> PathBuf {
+        self.sites_dir.join(&site.name)
+    }
+
+    /// The site's effective inputs: its two rendered files, the shared extra manifests, and
+    /// SOURCE_DATE_EPOCH; plus the ibi version ([`Fingerprint::new`]).
+    fn fingerprint(&self, files: &SiteFiles) -> String {
+        let mut fp = Fingerprint::new();
+        fp.add(config::INSTALL_CONFIG_FILE, files.install_config.as_bytes());
+        fp.add(
+            config::IMAGE_BASED_CONFIG_FILE,
+            files.image_based_config.as_bytes(),
+        );
+        for m in &self.manifests {
+            fp.add(&format!("{EXTRA_MANIFESTS_DIR}/{}", m.name), &m.data);
+        }
+        if let Some(epoch) = &self.source_date_epoch {
+            fp.add(SOURCE_DATE_EPOCH, epoch.as_bytes());
+        }
+        fp.hex()
+    }
+
+    fn outputs(&self) -> Vec<&str> {
+        self.outputs.iter().map(String::as_str).collect()
+    }
+}
+
+/// Builds every site on one worker per core (fewer for fewer sites, whose key generation then gets
+/// the spare cores); outcomes come back in inventory order.
+fn build_all(plan: &Plan) -> Vec<Outcome> {
+    let total = plan.sites.len();
+    let cores = pki::all_cores();
+    let workers = cores.get().min(total).max(1);
+    let crypto_threads = NonZeroUsize::new(cores.get() / workers).unwrap_or(NonZeroUsize::MIN);
+    let bar = progress::count_bar(total as u64, "sites");
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<(usize, Result<(Status, Vec<String>)>)>();
+    let mut outcomes: Vec<Option<Outcome>> = (0..total).map(|_| None).collect();
+    thread::scope(|scope| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let next = &next;
+            scope.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(site) = plan.sites.get(i) else { break };
+                    // At error level so the site's name prefixes its warnings under the default
+                    // filter (a span below the filter level is not shown).
+                    let span = tracing::error_span!("site", name = %site.name);
+                    let built = span.in_scope(|| build_site(plan, site, crypto_threads));
+                    if tx.send((i, built)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut warned = HashSet::new();
+        for (i, built) in rx {
+            let outcome = built.map(|(status, warnings)| {
+                // The shared base's warnings would repeat for every site: say each once.
+                for w in warnings.into_iter().filter(|w| warned.insert(w.clone())) {
+                    bar.suspend(|| {
+                        warn!("{w} (site {}; a warning is shown once)", plan.sites[i].name)
+                    });
+                }
+                status
+            });
+            bar.inc(1);
+            outcomes[i] = Some(outcome);
+        }
+    });
+    bar.finish_and_clear();
+    outcomes
+        .into_iter()
+        .map(|o| o.unwrap_or_else(|| Err(anyhow::anyhow!("internal: the site's worker stopped"))))
+        .collect()
+}
+
+/// Renders, checks and builds one site, or finds it unchanged.
+fn build_site(
+    plan: &Plan,
+    site: &SiteEntry,
+    crypto_threads: NonZeroUsize,
+) -> Result<(Status, Vec<String>)> {
+    let files = plan.base.render(site)?;
+    let fingerprint = plan.fingerprint(&files);
+    let dir = plan.site_dir(site);
+    let outputs = plan.outputs();
+    if batch_state::is_current(&dir, &fingerprint, &outputs) {
+        tracing::info!("unchanged since the last run");
+        return Ok((Status::Unchanged, Vec::new()));
+    }
+    let inputs = config::parse_site_inputs(
+        &files.install_config,
+        &files.image_based_config,
+        plan.manifests.clone(),
+    )?;
+    let findings = config::check_site(&plan.inventory_file, site, &inputs);
+    if !findings.is_empty() {
+        return Err(ValidationError { findings }.into());
+    }
+    DirBuilder::new()
+        .recursive(true)
+        .mode(SITE_DIR_MODE)
+        .create(&dir)
+        .with_context(|| format!("creating directory {}", dir.display()))?;
+    let out = create_config_image::build_from(&dir, &inputs, false, crypto_threads)?;
+    batch_state::record(&dir, &fingerprint, &outputs)?;
+    let status = match out.identity {
+        Origin::Created => Status::Created,
+        Origin::Reused | Origin::Rotated => Status::Updated,
+    };
+    Ok((status, inputs.warnings))
+}
+
+/// A failed site on stderr: each finding on its own line (`error: site a19: file: field: message`),
+/// anything else with its context chain.
+fn report_site_error(name: &str, e: &anyhow::Error) {
+    for line in site_error_lines(name, e) {
+        eprintln!("{line}");
+    }
+}
+
+fn site_error_lines(name: &str, e: &anyhow::Error) -> Vec<String> {
+    match e.downcast_ref::<ValidationError>() {
+        Some(v) => v
+            .findings
+            .iter()
+            .map(|f| format!("error: site {name}: {f}"))
+            .collect(),
+        None => vec![format!("error: site {name}: {e:#}")],
+    }
+}
+
+/// The table on stdout: one row per site in inventory order, then the totals.
+fn summary(rows: &[(&str, Status, String)]) -> String {
+    let width = rows
+        .iter()
+        .map(|(name, _, _)| name.len())
+        .chain(["SITE".len()])
+        .max()
+        .unwrap_or(0);
+    let result_width = "unchanged".len();
+    let mut out = format!("{:<width$}  {:<result_width$}  OUTPUT\n", "SITE", "RESULT");
+    for (name, status, output) in rows {
+        out.push_str(&format!(
+            "{name:<width$}  {:<result_width$}  {output}\n",
+            status.as_str()
+        ));
+    }
+    let count = |s: Status| rows.iter().filter(|(_, st, _)| *st == s).count();
+    out.push_str(&format!(
+        "{} sites: {} created, {} updated, {} unchanged, {} failed\n",
+        rows.len(),
+        count(Status::Created),
+        count(Status::Updated),
+        count(Status::Unchanged),
+        count(Status::Failed)
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_is_aligned_and_totals() {
+        let rows = [
+            (
+                "a17",
+                Status::Created,
+                "b/sites/a17/imagebasedconfig.iso".to_string(),
+            ),
+            (
+                "a-long-one",
+                Status::Unchanged,
+                "b/sites/a-long-one/imagebasedconfig.iso".to_string(),
+            ),
+            ("x", Status::Failed, "-".to_string()),
+        ];
+        assert_eq!(
+            summary(&rows),
+            "SITE        RESULT     OUTPUT\n\
+             a17         created    b/sites/a17/imagebasedconfig.iso\n\
+             a-long-one  unchanged  b/sites/a-long-one/imagebasedconfig.iso\n\
+             x           failed     -\n\
+             3 sites: 1 created, 0 updated, 1 unchanged, 1 failed\n"
+        );
+    }
+
+    #[test]
+    fn site_errors_are_prefixed_per_finding() {
+        let e: anyhow::Error = ValidationError {
+            findings: vec![
+                Finding {
+                    file: "image-based-config.yaml".into(),
+                    field: "hostname".into(),
+                    message: "bad".into(),
+                },
+                Finding {
+                    file: "install-config.yaml".into(),
+                    field: String::new(),
+                    message: "worse".into(),
+                },
+            ],
+        }
+        .into();
+        assert_eq!(
+            site_error_lines("a19", &e),
+            [
+                "error: site a19: image-based-config.yaml: hostname: bad",
+                "error: site a19: install-config.yaml: worse",
+            ]
+        );
+        let e = anyhow::anyhow!("disk full").context("writing x");
+        assert_eq!(
+            site_error_lines("a19", &e),
+            ["error: site a19: writing x: disk full"]
+        );
+    }
+}

@@ -1,0 +1,510 @@
+//! The site inventory of `create config-image --sites`: one entry per site with its name, host name,
+//! network and its overrides of the shared base (docs/batch.md). YAML (`sites: [...]`), or CSV (one row
+//! per site under a header) for a file named `*.csv`.
+//!
+//! This module decodes the inventory and runs the checks that need nothing but the inventory: names
+//! usable as directory names and unique, the one-NIC shorthand well formed. A finding names the file,
+//! the entry (`sites[2]` or `line 4`), the site and the key. Turning an entry into the site's effective
+//! input files, and the rules that need them, is [`super::inventory_render`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::path::Path;
+
+use anyhow::Context;
+use serde::Deserialize;
+use serde_yaml_ng::Value;
+
+use super::finding::{Finding, Findings, ValidationError};
+use super::net::{Cidr, check_network_cidr};
+
+/// Longest site name: a file name on every Linux filesystem is at most 255 bytes, and the name also
+/// shows in the summary; 63 is plenty and keeps it a DNS-label-sized token.
+const SITE_NAME_MAX: usize = 63;
+/// Linux's IFNAMSIZ less the terminating NUL.
+const INTERFACE_NAME_MAX: usize = 15;
+/// Separator of list cells in CSV (`dns`, `machineNetwork`, `additionalNTPSources`, `nodeLabels`).
+const CSV_LIST_SEPARATOR: char = ';';
+
+/// The inventory file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Inventory {
+    pub sites: Vec<SiteEntry>,
+}
+
+/// One site. Unset overrides keep the shared base's value.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SiteEntry {
+    /// The directory under `BASE/sites/`.
+    pub name: String,
+    /// image-based-config `hostname` (required: two hosts of a fleet never share one).
+    pub hostname: String,
+    /// install-config `metadata.name`.
+    pub cluster_name: Option<String>,
+    /// install-config `baseDomain`.
+    pub base_domain: Option<String>,
+    /// install-config `sshKey`.
+    pub ssh_key: Option<String>,
+    /// install-config `networking.machineNetwork[*].cidr`.
+    pub machine_network: Option<Vec<String>>,
+    /// One static NIC, rendered as image-based-config `networkConfig`.
+    pub nic: Option<Nic>,
+    /// image-based-config `networkConfig`, a whole nmstate document.
+    pub network_config: Option<Value>,
+    #[serde(rename = "additionalNTPSources")]
+    pub additional_ntp_sources: Option<Vec<String>>,
+    pub release_registry: Option<String>,
+    /// Merged over the base's `nodeLabels` (a site's value wins).
+    pub node_labels: BTreeMap<String, String>,
+    #[serde(rename = "cluster_id")]
+    pub cluster_id: Option<String>,
+    #[serde(rename = "infra_id")]
+    pub infra_id: Option<String>,
+    /// Where the entry is in the inventory; set by the parser, not read from the file.
+    #[serde(skip)]
+    pub at: Locator,
+}
+
+/// The common case of one statically addressed NIC.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Nic {
+    pub interface: String,
+    pub mac_address: Option<String>,
+    /// `ip/prefix`, IPv4 or IPv6.
+    pub address: String,
+    /// Default route next hop, same family as `address`.
+    pub gateway: Option<String>,
+    pub dns: Vec<String>,
+}
+
+/// Where a site entry is: its index in a YAML `sites` list or its line in a CSV file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Locator {
+    #[default]
+    Unknown,
+    Yaml(usize),
+    Csv(usize),
+}
+
+impl SiteEntry {
+    /// The finding field for `key` (YAML key path, `nic.address`): `sites[2].nic.address (site a19)`
+    /// or, in CSV, `line 4 column address (site a19)`.
+    pub fn field(&self, key: &str) -> String {
+        let at = match self.at {
+            Locator::Yaml(i) => format!("sites[{i}].{key}"),
+            Locator::Csv(line) => {
+                let column = key.strip_prefix("nic.").unwrap_or(key);
+                format!("line {line} column {column}")
+            }
+            Locator::Unknown => key.to_string(),
+        };
+        if self.name.is_empty() {
+            at
+        } else {
+            format!("{at} (site {})", self.name)
+        }
+    }
+}
+
+/// Reads and checks an inventory; CSV when the file name ends in `.csv`, YAML otherwise. Findings
+/// come back as one [`ValidationError`] (downcast it), I/O errors name the path.
+pub fn load_inventory(path: &Path) -> anyhow::Result<Inventory> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the inventory {}", path.display()))?;
+    let csv = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    Ok(parse_inventory(&path.display().to_string(), &text, csv)?)
+}
+
+/// Decodes and checks an inventory; `file` names it in findings.
+pub fn parse_inventory(file: &str, text: &str, csv: bool) -> Result<Inventory, ValidationError> {
+    let mut inventory = if csv {
+        Inventory {
+            sites: parse_csv(file, text)?,
+        }
+    } else {
+        let mut inv = decode_yaml(file, text)?;
+        for (i, site) in inv.sites.iter_mut().enumerate() {
+            site.at = Locator::Yaml(i);
+        }
+        inv
+    };
+    inventory.sites.shrink_to_fit();
+    let findings = check(file, &inventory);
+    if findings.is_empty() {
+        Ok(inventory)
+    } else {
+        Err(ValidationError { findings })
+    }
+}
+
+/// Strict decoding straight into the model. Unlike the other inputs there is no first pass through
+/// a generic YAML value (as `decode_strict` makes): for a fleet of thousands of sites that pass would be the run's peak memory.
+fn decode_yaml(file: &str, text: &str) -> Result<Inventory, ValidationError> {
+    let blank = text
+        .lines()
+        .map(str::trim)
+        .all(|l| l.is_empty() || l.starts_with('#') || l == "---");
+    let fail = |message: String| {
+        let mut f = Findings::new(file);
+        f.file_error(message);
+        ValidationError {
+            findings: f.into_vec(),
+        }
+    };
+    if blank {
+        return Err(fail("the file is empty".into()));
+    }
+    serde_yaml_ng::from_str(text).map_err(|e| fail(e.to_string()))
+}
+
+/// Every inventory-only rule, over all sites.
+fn check(file: &str, inv: &Inventory) -> Vec<Finding> {
+    let mut f = Findings::new(file);
+    if inv.sites.is_empty() {
+        f.add("sites", "no sites: list at least one");
+    }
+    let mut names: HashMap<&str, String> = HashMap::new();
+    let mut cluster_ids: HashMap<&str, String> = HashMap::new();
+    for site in &inv.sites {
+        check_name(&mut f, site);
+        if !site.name.is_empty()
+            && let Some(first) = names.insert(&site.name, site.field("name"))
+        {
+            f.add(
+                site.field("name"),
+                format!(
+                    "duplicate site name {:?}: already used at {first}",
+                    site.name
+                ),
+            );
+        }
+        if let Some(id) = site.cluster_id.as_deref().filter(|id| !id.is_empty())
+            && let Some(first) = cluster_ids.insert(id, site.field("cluster_id"))
+        {
+            f.add(
+                site.field("cluster_id"),
+                format!("duplicate cluster_id {id:?}: already used at {first}; every cluster needs its own"),
+            );
+        }
+        check_site_fields(&mut f, site);
+    }
+    f.into_vec()
+}
+
+/// A name is a directory under `BASE/sites/`: `[A-Za-z0-9][A-Za-z0-9._-]*`, so never empty, `.`,
+/// `..`, hidden, or holding a `/`.
+fn check_name(f: &mut Findings, site: &SiteEntry) {
+    let name = &site.name;
+    let b = name.as_bytes();
+    let problem = if name.is_empty() {
+        Some("required: the site's directory name under sites/".to_string())
+    } else if name.contains('/') || name.contains("..") || b[0] == b'.' {
+        Some(format!(
+            "invalid value {name:?}: must be a plain directory name (no '/', no '..', not starting with '.')"
+        ))
+    } else if b.len() > SITE_NAME_MAX
+        || !b[0].is_ascii_alphanumeric()
+        || !b
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"._-".contains(c))
+    {
+        Some(format!(
+            "invalid value {name:?}: 1-{SITE_NAME_MAX} characters of letters, digits, '.', '_' and '-', starting with a letter or digit"
+        ))
+    } else {
+        None
+    };
+    if let Some(message) = problem {
+        // The name is what is wrong, so the field must not be annotated with it.
+        let unnamed = SiteEntry {
+            name: String::new(),
+            at: site.at,
+            ..SiteEntry::default()
+        };
+        f.add(unnamed.field("name"), message);
+    }
+}
+
+fn check_site_fields(f: &mut Findings, site: &SiteEntry) {
+    if site.hostname.is_empty() {
+        f.add(
+            site.field("hostname"),
+            "required: the host name of the node",
+        );
+    }
+    for (key, value) in [
+        ("clusterName", &site.cluster_name),
+        ("baseDomain", &site.base_domain),
+    ] {
+        if value.as_deref() == Some("") {
+            f.add(
+                site.field(key),
+                "empty: leave the key out to keep the base's value",
+            );
+        }
+    }
+    for (i, cidr) in site.machine_network.iter().flatten().enumerate() {
+        if let Err(e) = check_network_cidr(cidr) {
+            f.add(site.field(&format!("machineNetwork[{i}]")), e);
+        }
+    }
+    if site.machine_network.as_ref().is_some_and(Vec::is_empty) {
+        f.add(
+            site.field("machineNetwork"),
+            "empty: list at least one CIDR",
+        );
+    }
+    if let Some(nic) = &site.nic {
+        if site.network_config.is_some() {
+            f.add(
+                site.field("nic"),
+                "nic and networkConfig are exclusive: give the one NIC's settings or a whole nmstate document",
+            );
+        }
+        check_nic(f, site, nic);
+    }
+}
+
+fn check_nic(f: &mut Findings, site: &SiteEntry, nic: &Nic) {
+    let name = &nic.interface;
+    if name.is_empty() {
+        f.add(
+            site.field("nic.interface"),
+            "required: the interface name, e.g. eth0",
+        );
+    } else if name.len() > INTERFACE_NAME_MAX
+        || name == "."
+        || name == ".."
+        || name
+            .bytes()
+            .any(|c| c == b'/' || c == b':' || c.is_ascii_whitespace() || c.is_ascii_control())
+    {
+        f.add(
+            site.field("nic.interface"),
+            format!("invalid value {name:?}: an interface name is 1-{INTERFACE_NAME_MAX} characters without '/', ':' or spaces"),
+        );
+    }
+    if let Some(mac) = &nic.mac_address
+        && !is_mac(mac)
+    {
+        f.add(
+            site.field("nic.macAddress"),
+            format!(
+                "invalid value {mac:?}: expected six hex pairs separated by ':' (52:54:00:aa:17:01)"
+            ),
+        );
+    }
+    let address = match nic_address(nic) {
+        Ok(a) => Some(a),
+        Err(e) => {
+            f.add(site.field("nic.address"), e);
+            None
+        }
+    };
+    if let Some(gw) = &nic.gateway {
+        match gw.parse::<IpAddr>() {
+            Err(_) => f.add(
+                site.field("nic.gateway"),
+                format!("invalid value {gw:?}: not an IP address"),
+            ),
+            Ok(gw) if address.is_some_and(|a| a.addr.is_ipv4() != gw.is_ipv4()) => f.add(
+                site.field("nic.gateway"),
+                format!("{gw} is not of the address's IP family"),
+            ),
+            Ok(_) => {}
+        }
+    }
+    for (i, server) in nic.dns.iter().enumerate() {
+        if server.parse::<IpAddr>().is_err() {
+            f.add(
+                site.field(&format!("nic.dns[{i}]")),
+                format!("invalid value {server:?}: not an IP address"),
+            );
+        }
+    }
+}
+
+/// The NIC's `ip/prefix`, which must be a usable host address.
+pub(crate) fn nic_address(nic: &Nic) -> Result<Cidr, String> {
+    let a = &nic.address;
+    if a.is_empty() {
+        return Err("required: the address with its prefix length, e.g. 192.168.17.10/24".into());
+    }
+    let cidr = Cidr::parse(a).map_err(|e| format!("invalid value {a:?}: {e}"))?;
+    if cidr.addr.is_unspecified() || cidr.addr.is_loopback() || cidr.addr.is_multicast() {
+        return Err(format!("invalid value {a:?}: not a host address"));
+    }
+    Ok(cidr)
+}
+
+fn is_mac(s: &str) -> bool {
+    let parts: Vec<&str> = s.split(':').collect();
+    parts.len() == 6
+        && parts
+            .iter()
+            .all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The CSV columns, named as the YAML keys (the NIC's without `nic.`).
+const CSV_COLUMNS: &[&str] = &[
+    "name",
+    "hostname",
+    "clusterName",
+    "baseDomain",
+    "sshKey",
+    "machineNetwork",
+    "interface",
+    "macAddress",
+    "address",
+    "gateway",
+    "dns",
+    "additionalNTPSources",
+    "releaseRegistry",
+    "nodeLabels",
+    "cluster_id",
+    "infra_id",
+];
+
+/// CSV, kept simple: a header line, then one line per site; cells separated by `,` and trimmed; lists
+/// separated by `;`; an empty cell keeps the base's value; blank lines and `#` lines are skipped; no
+/// quoting (no cell needs a comma).
+fn parse_csv(file: &str, text: &str) -> Result<Vec<SiteEntry>, ValidationError> {
+    let mut f = Findings::new(file);
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+    let Some((header_line, header)) = lines.next() else {
+        f.file_error("empty: expected a header line (name,hostname,...) and one line per site");
+        return Err(ValidationError {
+            findings: f.into_vec(),
+        });
+    };
+    let columns = csv_header(&mut f, header_line, header);
+    let mut sites = Vec::new();
+    for (line, text) in lines {
+        if text.contains('"') {
+            f.add(
+                format!("line {line}"),
+                "quoted cells are not supported: no cell needs a comma or a quote",
+            );
+            continue;
+        }
+        let cells: Vec<&str> = text.split(',').map(str::trim).collect();
+        if cells.len() != columns.len() {
+            f.add(
+                format!("line {line}"),
+                format!(
+                    "{} cells, but the header has {} columns",
+                    cells.len(),
+                    columns.len()
+                ),
+            );
+            continue;
+        }
+        sites.push(csv_site(&mut f, line, &columns, &cells));
+    }
+    let findings = f.into_vec();
+    if findings.is_empty() {
+        Ok(sites)
+    } else {
+        Err(ValidationError { findings })
+    }
+}
+
+fn csv_header<'a>(f: &mut Findings, line: usize, header: &'a str) -> Vec<&'a str> {
+    let columns: Vec<&str> = header.split(',').map(str::trim).collect();
+    for (i, c) in columns.iter().enumerate() {
+        if !CSV_COLUMNS.contains(c) {
+            f.add(
+                format!("line {line} column {}", i + 1),
+                format!(
+                    "unknown column {c:?}, expected one of {}",
+                    CSV_COLUMNS.join(", ")
+                ),
+            );
+        } else if columns[..i].contains(c) {
+            f.add(format!("line {line}"), format!("duplicate column {c:?}"));
+        }
+    }
+    if !columns.contains(&"name") {
+        f.add(format!("line {line}"), "missing column \"name\"");
+    }
+    columns
+}
+
+/// One CSV row as a site entry; `columns` and `cells` have the same length.
+fn csv_site(f: &mut Findings, line: usize, columns: &[&str], cells: &[&str]) -> SiteEntry {
+    let mut site = SiteEntry {
+        at: Locator::Csv(line),
+        ..SiteEntry::default()
+    };
+    let mut nic = Nic::default();
+    let mut has_nic = false;
+    let text = |v: &str| Some(v.to_string());
+    for (column, value) in columns.iter().zip(cells) {
+        let value = *value;
+        if value.is_empty() {
+            continue;
+        }
+        has_nic |= matches!(
+            *column,
+            "interface" | "macAddress" | "address" | "gateway" | "dns"
+        );
+        match *column {
+            "name" => site.name = value.to_string(),
+            "hostname" => site.hostname = value.to_string(),
+            "clusterName" => site.cluster_name = text(value),
+            "baseDomain" => site.base_domain = text(value),
+            "sshKey" => site.ssh_key = text(value),
+            "machineNetwork" => site.machine_network = Some(csv_list(value)),
+            "interface" => nic.interface = value.to_string(),
+            "macAddress" => nic.mac_address = text(value),
+            "address" => nic.address = value.to_string(),
+            "gateway" => nic.gateway = text(value),
+            "dns" => nic.dns = csv_list(value),
+            "additionalNTPSources" => site.additional_ntp_sources = Some(csv_list(value)),
+            "releaseRegistry" => site.release_registry = text(value),
+            "nodeLabels" => site.node_labels = csv_labels(f, line, value),
+            "cluster_id" => site.cluster_id = text(value),
+            "infra_id" => site.infra_id = text(value),
+            _ => {} // reported with the header
+        }
+    }
+    if has_nic {
+        site.nic = Some(nic);
+    }
+    site
+}
+
+fn csv_list(value: &str) -> Vec<String> {
+    value
+        .split(CSV_LIST_SEPARATOR)
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `key=value;key=value` (an empty value is fine: `node-role.kubernetes.io/edge=`).
+fn csv_labels(f: &mut Findings, line: usize, value: &str) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    for item in csv_list(value) {
+        match item.split_once('=') {
+            Some((k, v)) => {
+                labels.insert(k.trim().to_string(), v.trim().to_string());
+            }
+            None => f.add(
+                format!("line {line} column nodeLabels"),
+                format!("invalid item {item:?}: expected key=value"),
+            ),
+        }
+    }
+    labels
+}

@@ -1,0 +1,583 @@
+//! End-to-end tests of the batch mode, `ibi create config-image --dir BASE --sites INVENTORY`, on the
+//! bundled example fleet: every site's ISO read back (our reader; blkid and xorriso when installed),
+//! per-site differences, identity reuse, rebuilding only the sites that changed, a failing site among
+//! good ones, inventory errors that write nothing, and the CSV form.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::*;
+use ibi::iso9660::IsoReader;
+use serde_json::Value;
+
+const SITES: [&str; 3] = ["a17", "a18", "a19"];
+const OUTPUTS: [&str; 4] = [
+    "imagebasedconfig.iso",
+    "auth/kubeconfig",
+    "auth/kubeadmin-password",
+    ".ibi/identity.json",
+];
+
+fn example_fleet() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("seed-fixtures/example-fleet")
+}
+
+/// A copy of the example fleet's inputs (not any `sites/` a quick-start run left there).
+fn copy_fleet() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = example_fleet();
+    for f in [
+        "install-config.yaml",
+        "image-based-config.yaml",
+        "sites.yaml",
+        "sites.csv",
+    ] {
+        fs::copy(src.join(f), tmp.path().join(f)).expect("copy input");
+    }
+    copy_tree(
+        &src.join("extra-manifests"),
+        &tmp.path().join("extra-manifests"),
+    );
+    tmp
+}
+
+fn batch(base: &Path, inventory: &str, extra: &[&str]) -> Output {
+    let b = base.to_str().expect("utf-8 path");
+    let inv = base.join(inventory);
+    let mut args = vec!["create", "config-image", "--dir", b, "--sites"];
+    args.push(inv.to_str().expect("utf-8 path"));
+    args.extend_from_slice(extra);
+    ibi(&args, &[("SOURCE_DATE_EPOCH", "1700000000")])
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The RESULT column of the summary, by site.
+fn results(out: &Output) -> BTreeMap<String, String> {
+    stdout(out)
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let mut cols = l.split_whitespace();
+            let site = cols.next()?;
+            let result = cols.next()?;
+            SITES
+                .contains(&site)
+                .then(|| (site.to_string(), result.to_string()))
+        })
+        .collect()
+}
+
+fn expect_results(out: &Output, want: &[(&str, &str)]) {
+    let want: BTreeMap<String, String> = want
+        .iter()
+        .map(|(s, r)| (s.to_string(), r.to_string()))
+        .collect();
+    assert_eq!(results(out), want, "{}\n{}", stdout(out), stderr(out));
+}
+
+fn manifest(site_dir: &Path) -> Value {
+    let file = fs::File::open(site_dir.join("imagebasedconfig.iso")).expect("open iso");
+    let mut iso = IsoReader::open(file).expect("parse iso");
+    assert_eq!(iso.volume_id(), "cluster-config");
+    let bytes = iso
+        .read_file("cluster-configuration/manifest.json")
+        .expect("manifest.json");
+    serde_json::from_slice(&bytes).expect("manifest.json is JSON")
+}
+
+/// (mtime in ns, bytes) of every output of every site.
+fn snapshot(base: &Path) -> BTreeMap<String, (i64, Vec<u8>)> {
+    let mut snap = BTreeMap::new();
+    for site in SITES {
+        for rel in OUTPUTS {
+            let p = base.join("sites").join(site).join(rel);
+            let md = fs::metadata(&p).expect("output exists");
+            let mtime = md.mtime() * 1_000_000_000 + md.mtime_nsec();
+            snap.insert(
+                format!("{site}/{rel}"),
+                (mtime, fs::read(&p).expect("read output")),
+            );
+        }
+    }
+    snap
+}
+
+#[test]
+fn three_sites_end_to_end_with_isos_read_back() {
+    let base = copy_fleet();
+    let out = batch(base.path(), "sites.yaml", &[]);
+    assert_ok(&out);
+    expect_results(
+        &out,
+        &[("a17", "created"), ("a18", "created"), ("a19", "created")],
+    );
+    let text = stdout(&out);
+    assert!(text.starts_with("SITE  RESULT     OUTPUT\n"), "{text}");
+    let iso17 = base.path().join("sites/a17/imagebasedconfig.iso");
+    assert!(
+        text.contains(&format!("a17   created    {}\n", iso17.display())),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("3 sites: 3 created, 0 updated, 0 unchanged, 0 failed\n"),
+        "{text}"
+    );
+    assert_eq!(
+        stderr(&out),
+        "",
+        "no warnings, and no progress bar off a TTY"
+    );
+
+    let m: BTreeMap<&str, Value> = SITES
+        .iter()
+        .map(|s| (*s, manifest(&base.path().join("sites").join(s))))
+        .collect();
+    for (site, v) in &m {
+        assert_eq!(v["hostname"], format!("sno-{site}"));
+        assert_eq!(v["cluster_name"], format!("sno-{site}"));
+        assert_eq!(v["release_registry"], "registry.edge.example.com:5000");
+        assert_eq!(v["node_labels"]["site.example.com/id"], *site);
+        assert_eq!(v["node_labels"]["node-role.kubernetes.io/edge"], "");
+        let dir = base.path().join("sites").join(site);
+        for rel in OUTPUTS.iter().chain(&[".ibi/batch.json"]) {
+            assert_eq!(mode(&dir.join(rel)), 0o600, "{site}/{rel}");
+        }
+    }
+    assert_eq!(m["a17"]["base_domain"], "edge.example.com");
+    assert_eq!(m["a18"]["base_domain"], "edge2.example.com");
+    assert_eq!(
+        m["a17"]["machine_networks"],
+        serde_json::json!(["192.168.122.0/23"])
+    );
+    assert_eq!(
+        m["a18"]["machine_networks"],
+        serde_json::json!(["10.18.0.0/24"])
+    );
+    let nm = |s: &str| m[s]["raw_nm_state_config"].as_str().unwrap().to_string();
+    assert!(
+        nm("a17").contains("ip: 192.168.122.17") && nm("a17").contains("name: eth0"),
+        "{}",
+        nm("a17")
+    );
+    assert!(
+        nm("a18").contains("ip: 10.18.0.10") && nm("a18").contains("- 10.18.0.2"),
+        "{}",
+        nm("a18")
+    );
+    assert!(
+        nm("a19").contains("base-iface: eth0") && nm("a19").contains("id: 19"),
+        "{}",
+        nm("a19")
+    );
+    let chrony = |s: &str| m[s]["chrony_config"].as_str().unwrap().to_string();
+    assert!(
+        chrony("a17").ends_with("server 0.rhel.pool.ntp.org iburst"),
+        "{}",
+        chrony("a17")
+    );
+    assert!(
+        chrony("a18").ends_with("server 10.18.0.1 iburst"),
+        "site override: {}",
+        chrony("a18")
+    );
+    // Three clusters: every identity differs.
+    let ids: std::collections::BTreeSet<_> =
+        m.values().map(|v| v["cluster_id"].to_string()).collect();
+    assert_eq!(ids.len(), 3);
+    let pw = |s: &str| {
+        fs::read(
+            base.path()
+                .join("sites")
+                .join(s)
+                .join("auth/kubeadmin-password"),
+        )
+        .unwrap()
+    };
+    assert_ne!(pw("a17"), pw("a18"));
+    let kubeconfig = fs::read_to_string(base.path().join("sites/a18/auth/kubeconfig")).unwrap();
+    assert!(
+        kubeconfig.contains("server: https://api.sno-a18.edge2.example.com:6443"),
+        "{kubeconfig}"
+    );
+
+    // The shared extra manifest is in every ISO.
+    let file = fs::File::open(&iso17).unwrap();
+    let mut iso = IsoReader::open(file).unwrap();
+    let cm = iso
+        .read_file("extra-manifests/50-fleet-configmap.yaml")
+        .unwrap();
+    assert_eq!(
+        cm,
+        fs::read(example_fleet().join("extra-manifests/50-fleet-configmap.yaml")).unwrap()
+    );
+}
+
+#[test]
+fn blkid_and_xorriso_read_a_batch_iso() {
+    let test = "blkid_and_xorriso_read_a_batch_iso";
+    if !(tool("xorriso", test) && tool("blkid", test)) {
+        return;
+    }
+    let base = copy_fleet();
+    assert_ok(&batch(base.path(), "sites.yaml", &[]));
+    let iso = base.path().join("sites/a19/imagebasedconfig.iso");
+    let iso_s = iso.to_str().unwrap();
+    let label = run_tool("blkid", &["-p", "-o", "value", "-s", "LABEL", iso_s]);
+    assert_eq!(label.trim_end(), "cluster-config");
+    let out = tempfile::tempdir().unwrap();
+    run_tool(
+        "xorriso",
+        &[
+            "-osirrox",
+            "on",
+            "-indev",
+            iso_s,
+            "-extract",
+            "/",
+            out.path().to_str().unwrap(),
+        ],
+    );
+    let v: Value = serde_json::from_slice(
+        &fs::read(out.path().join("cluster-configuration/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(v["hostname"], "sno-a19");
+    assert!(out.path().join("cluster-configuration/manifests").is_dir());
+    assert!(
+        out.path()
+            .join("extra-manifests/50-fleet-configmap.yaml")
+            .is_file()
+    );
+}
+
+#[test]
+fn rerun_rebuilds_only_changed_sites_and_keeps_identities() {
+    let base = copy_fleet();
+    assert_ok(&batch(base.path(), "sites.yaml", &[]));
+    let before = snapshot(base.path());
+
+    let out = batch(base.path(), "sites.yaml", &[]);
+    assert_ok(&out);
+    expect_results(
+        &out,
+        &[
+            ("a17", "unchanged"),
+            ("a18", "unchanged"),
+            ("a19", "unchanged"),
+        ],
+    );
+    assert_eq!(
+        snapshot(base.path()),
+        before,
+        "an unchanged run touches nothing"
+    );
+
+    // Change a18's DNS servers only.
+    let inv = base.path().join("sites.yaml");
+    let text = fs::read_to_string(&inv).unwrap();
+    fs::write(
+        &inv,
+        text.replace("dns: [10.18.0.1, 10.18.0.2]", "dns: [10.18.0.3]"),
+    )
+    .unwrap();
+    let out = batch(base.path(), "sites.yaml", &[]);
+    assert_ok(&out);
+    expect_results(
+        &out,
+        &[
+            ("a17", "unchanged"),
+            ("a18", "updated"),
+            ("a19", "unchanged"),
+        ],
+    );
+    let after = snapshot(base.path());
+    for (key, old) in &before {
+        let new = &after[key];
+        if key.starts_with("a18/imagebasedconfig.iso") {
+            assert_ne!(new.1, old.1, "{key}: rebuilt with the new DNS");
+        } else if key.starts_with("a18/") {
+            // Same identity, so the same kubeconfig and password (rewritten, same bytes).
+            assert_eq!(new.1, old.1, "{key}: identity reused");
+        } else {
+            assert_eq!(new, old, "{key}: other sites untouched (mtime and bytes)");
+        }
+    }
+    assert!(
+        manifest(&base.path().join("sites/a18"))["raw_nm_state_config"]
+            .as_str()
+            .unwrap()
+            .contains("- 10.18.0.3")
+    );
+
+    // A damaged or missing output is rebuilt, with the identity kept.
+    let kc = base.path().join("sites/a19/auth/kubeconfig");
+    fs::remove_file(&kc).unwrap();
+    fs::write(base.path().join("sites/a17/imagebasedconfig.iso"), b"junk").unwrap();
+    let out = batch(base.path(), "sites.yaml", &[]);
+    assert_ok(&out);
+    expect_results(
+        &out,
+        &[("a17", "updated"), ("a18", "unchanged"), ("a19", "updated")],
+    );
+    assert_eq!(fs::read(&kc).unwrap(), before["a19/auth/kubeconfig"].1);
+    assert_eq!(
+        fs::read(base.path().join("sites/a17/imagebasedconfig.iso")).unwrap(),
+        before["a17/imagebasedconfig.iso"].1,
+        "same identity, inputs and SOURCE_DATE_EPOCH: the same ISO"
+    );
+
+    // A change to the shared base reaches every site; its warning is shown once, not per site.
+    let ibc = base.path().join("image-based-config.yaml");
+    let text = fs::read_to_string(&ibc).unwrap();
+    fs::write(
+        &ibc,
+        text.replace("registry.edge.example.com:5000", "registry2.example.com"),
+    )
+    .unwrap();
+    let ic = base.path().join("install-config.yaml");
+    let text = fs::read_to_string(&ic).unwrap();
+    fs::write(&ic, format!("{text}fips: true\n")).unwrap();
+    let out = batch(base.path(), "sites.yaml", &[]);
+    assert_ok(&out);
+    expect_results(
+        &out,
+        &[("a17", "updated"), ("a18", "updated"), ("a19", "updated")],
+    );
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("install-config.yaml: fips: is ignored")
+            && err.contains("a warning is shown once"),
+        "{err}"
+    );
+    for s in SITES {
+        assert_eq!(
+            manifest(&base.path().join("sites").join(s))["release_registry"],
+            "registry2.example.com"
+        );
+    }
+}
+
+#[test]
+fn a_failing_site_is_reported_and_the_others_finish() {
+    let base = copy_fleet();
+    let inv = base.path().join("sites.yaml");
+    let text = fs::read_to_string(&inv).unwrap();
+    fs::write(
+        &inv,
+        text.replace("hostname: sno-a19", "hostname: localhost"),
+    )
+    .unwrap();
+    let out = batch(base.path(), "sites.yaml", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    expect_results(
+        &out,
+        &[("a17", "created"), ("a18", "created"), ("a19", "failed")],
+    );
+    assert!(
+        stdout(&out).contains("a19   failed     -\n"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        stderr(&out),
+        "error: site a19: image-based-config.yaml: hostname: \"localhost\" is not allowed: lifecycle-agent rejects it\n\
+         error: 1 of 3 sites failed (the others are built)\n"
+    );
+    assert!(
+        !base.path().join("sites/a19").exists(),
+        "nothing written for the failed site"
+    );
+    for s in ["a17", "a18"] {
+        manifest(&base.path().join("sites").join(s));
+    }
+
+    // A runtime failure (a damaged identity) is a site failure too, with its context.
+    fs::write(&inv, text).unwrap();
+    fs::write(base.path().join("sites/a17/.ibi/identity.json"), "{").unwrap();
+    let out = batch(base.path(), "sites.yaml", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    expect_results(
+        &out,
+        &[("a17", "failed"), ("a18", "unchanged"), ("a19", "created")],
+    );
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: site a17: ")
+            && err.contains("identity.json: not a valid ibi identity file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_nic_outside_the_machine_network_fails_its_site() {
+    let base = copy_fleet();
+    let inv = base.path().join("sites.yaml");
+    let text = fs::read_to_string(&inv).unwrap();
+    fs::write(
+        &inv,
+        text.replace("address: 192.168.122.17/23", "address: 10.99.0.5/24"),
+    )
+    .unwrap();
+    let out = batch(base.path(), "sites.yaml", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let sites_yaml = inv.display();
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: site a17: {sites_yaml}: sites[0].nic.address (site a17): 10.99.0.5 is outside every \
+             networking.machineNetwork CIDR (192.168.122.0/23): set machineNetwork for this site\n\
+             error: 1 of 3 sites failed (the others are built)\n"
+        )
+    );
+}
+
+#[test]
+fn inventory_and_base_errors_are_reported_together_and_write_nothing() {
+    let base = copy_fleet();
+    let inv = base.path().join("sites.yaml");
+    fs::write(
+        &inv,
+        "sites:\n- name: ../up\n  hostname: h\n- name: a\n  hostname: h\n- name: a\n  hostname: h2\n  nic: {interface: eth0, address: 10.0.0.5}\n",
+    )
+    .unwrap();
+    let ic = base.path().join("install-config.yaml");
+    let text = fs::read_to_string(&ic).unwrap();
+    fs::write(&ic, format!("{text}bogusKey: 1\n")).unwrap();
+    let out = batch(base.path(), "sites.yaml", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "", "no summary: nothing was attempted");
+    let inv_s = inv.display();
+    let err = stderr(&out);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        lines[..3],
+        [
+            format!(
+                "error: {inv_s}: sites[0].name: invalid value \"../up\": must be a plain directory name (no '/', no '..', not starting with '.')"
+            ),
+            format!(
+                "error: {inv_s}: sites[2].name (site a): duplicate site name \"a\": already used at sites[1].name (site a)"
+            ),
+            format!(
+                "error: {inv_s}: sites[2].nic.address (site a): invalid value \"10.0.0.5\": not in CIDR notation (address/prefix)"
+            ),
+        ],
+        "{err}"
+    );
+    assert_eq!(lines.len(), 4, "{err}");
+    assert!(
+        lines[3].starts_with("error: install-config.yaml: unknown field `bogusKey`"),
+        "{err}"
+    );
+    assert!(!base.path().join("sites").exists(), "nothing written");
+
+    // Unknown keys in a site name the index and the key, with the line.
+    fs::write(&ic, text).unwrap();
+    fs::write(&inv, "sites:\n- name: a\n  hostname: h\n  hostnme: x\n").unwrap();
+    let out = batch(base.path(), "sites.yaml", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!(
+            "error: {inv_s}: sites[0]: unknown field `hostnme`"
+        )) && err.contains("line 4"),
+        "{err}"
+    );
+    assert!(!base.path().join("sites").exists(), "nothing written");
+
+    // A missing inventory names the path.
+    let out = batch(base.path(), "nope.yaml", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("reading the inventory"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn csv_inventory_gives_the_same_sites_as_yaml() {
+    let base = copy_fleet();
+    assert_ok(&batch(base.path(), "sites.yaml", &[]));
+    let out = batch(base.path(), "sites.csv", &[]);
+    assert_ok(&out);
+    expect_results(&out, &[("a17", "unchanged"), ("a18", "unchanged")]);
+
+    let csv = base.path().join("sites.csv");
+    fs::write(&csv, "name,hostname,address\nok,h,10.0.0.1/24\n").unwrap();
+    let out = batch(base.path(), "sites.csv", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: {}: line 2 column interface (site ok): required: the interface name, e.g. eth0\n",
+            csv.display()
+        )
+    );
+}
+
+#[test]
+fn rotate_crypto_is_refused_with_sites() {
+    let base = copy_fleet();
+    let out = batch(base.path(), "sites.yaml", &["--rotate-crypto"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("cannot be used with"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!base.path().join("sites").exists());
+}
+
+#[test]
+fn secrets_stay_out_of_the_debug_log() {
+    let base = copy_fleet();
+    let b = base.path().to_str().unwrap();
+    let inv = base.path().join("sites.yaml");
+    let out = ibi(
+        &[
+            "--log-level",
+            "debug",
+            "create",
+            "config-image",
+            "--dir",
+            b,
+            "--sites",
+            inv.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_ok(&out);
+    let log = stderr(&out);
+    assert!(log.contains("site{name=a18}"), "per-site spans: {log}");
+    for s in SITES {
+        let pw = fs::read_to_string(
+            base.path()
+                .join("sites")
+                .join(s)
+                .join("auth/kubeadmin-password"),
+        )
+        .unwrap();
+        assert!(!log.contains(&pw), "password of {s} logged");
+    }
+    for needle in [
+        "PRIVATE KEY",
+        "ZXhhbXBsZTpub3QtYS1yZWFsLXBhc3N3b3Jk",
+        "$2a$10$",
+    ] {
+        assert!(!log.contains(needle), "{needle} logged");
+    }
+}
