@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::path::Path;
 
-use anyhow::Context;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
@@ -112,8 +111,7 @@ impl SiteEntry {
 /// Reads and checks an inventory; CSV when the file name ends in `.csv`, YAML otherwise. Findings
 /// come back as one [`ValidationError`] (downcast it), I/O errors name the path.
 pub fn load_inventory(path: &Path) -> anyhow::Result<Inventory> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the inventory {}", path.display()))?;
+    let text = super::read_document_or_finding(path, &path.display().to_string())?;
     let csv = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("csv"));

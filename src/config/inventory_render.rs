@@ -37,9 +37,9 @@ pub struct SiteFiles {
 /// Reads `dir/install-config.yaml` (required) and `dir/image-based-config.yaml` (optional).
 pub fn load_fleet_base(dir: &Path) -> anyhow::Result<FleetBase> {
     let ic_path = dir.join(INSTALL_CONFIG_FILE);
-    let ic = match std::fs::read_to_string(&ic_path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    let ic = match super::read_document(&ic_path) {
+        Ok(Some(t)) => t,
+        Ok(None) => {
             let mut f = Findings::new(INSTALL_CONFIG_FILE);
             f.file_error(format!(
                 "file not found: {} is required (the base every site starts from)",
@@ -50,13 +50,15 @@ pub fn load_fleet_base(dir: &Path) -> anyhow::Result<FleetBase> {
             }
             .into());
         }
-        Err(e) => return Err(e).with_context(|| format!("reading {}", ic_path.display())),
+        Err(_) => super::read_document_or_finding(&ic_path, INSTALL_CONFIG_FILE)?,
     };
     let ibc_path = dir.join(IMAGE_BASED_CONFIG_FILE);
-    let ibc = match std::fs::read_to_string(&ibc_path) {
-        Ok(t) => Some(t),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e).with_context(|| format!("reading {}", ibc_path.display())),
+    let ibc = match super::read_document(&ibc_path) {
+        Ok(t) => t,
+        Err(_) => Some(super::read_document_or_finding(
+            &ibc_path,
+            IMAGE_BASED_CONFIG_FILE,
+        )?),
     };
     Ok(FleetBase::parse(&ic, ibc.as_deref())?)
 }

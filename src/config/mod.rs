@@ -186,9 +186,9 @@ fn read_input(
     findings: &mut Vec<Finding>,
 ) -> anyhow::Result<Option<String>> {
     let path = dir.join(name);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Ok(Some(text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    match read_document(&path) {
+        Ok(Some(text)) => Ok(Some(text)),
+        Ok(None) => {
             let mut f = Findings::new(name);
             let hint = match name {
                 IMAGE_BASED_CONFIG_FILE => " (`ibi create config-template` writes a commented one)",
@@ -204,8 +204,99 @@ fn read_input(
             findings.extend(f.into_vec());
             Ok(None)
         }
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        Err(DocumentError::Unreadable(e)) => {
+            Err(e).with_context(|| format!("reading {}", path.display()))
+        }
+        Err(problem) => {
+            let mut f = Findings::new(name);
+            f.file_error(problem.to_string());
+            findings.extend(f.into_vec());
+            Ok(None)
+        }
     }
+}
+
+/// Deepest nesting of flow collections (`[`, `{`) an input may have. The YAML library stops at 128
+/// levels anyway, but only after a scan that grows with the square of the depth (a 200 KB file of
+/// brackets took minutes); counting first refuses such a file at once.
+pub(crate) const MAX_FLOW_DEPTH: usize = 128;
+
+/// Why an input document cannot be used; all but `Unreadable` are findings about the file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DocumentError {
+    #[error(transparent)]
+    Refused(crate::util::fs::InputError),
+    #[error("not valid UTF-8 text")]
+    NotUtf8,
+    #[error(
+        "not valid YAML: recursion limit exceeded (collections nested deeper than {MAX_FLOW_DEPTH} levels)"
+    )]
+    TooDeep,
+    #[error("cannot be read")]
+    Unreadable(#[source] std::io::Error),
+}
+
+/// Reads an input document (YAML or JSON): `None` when missing; otherwise a regular file of at most
+/// [`crate::util::fs::MAX_INPUT_BYTES`], UTF-8, nested at most [`MAX_FLOW_DEPTH`] deep.
+pub(crate) fn read_document(path: &Path) -> Result<Option<String>, DocumentError> {
+    use crate::util::fs::{InputError, MAX_INPUT_BYTES, read_input_file};
+    let bytes = match read_input_file(path, MAX_INPUT_BYTES) {
+        Ok(b) => b,
+        Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => return Ok(None),
+        Err(InputError::Io { source, .. }) => return Err(DocumentError::Unreadable(source)),
+        Err(e) => return Err(DocumentError::Refused(e)),
+    };
+    let text = String::from_utf8(bytes).map_err(|_| DocumentError::NotUtf8)?;
+    if flow_depth(&text) > MAX_FLOW_DEPTH {
+        return Err(DocumentError::TooDeep);
+    }
+    Ok(Some(text))
+}
+
+/// [`read_document`] for a file that must exist: a missing, refused or undecodable file is a
+/// finding about `shown` (how findings name the file); an I/O error names the path.
+pub(crate) fn read_document_or_finding(path: &Path, shown: &str) -> anyhow::Result<String> {
+    let problem = match read_document(path) {
+        Ok(Some(text)) => return Ok(text),
+        Ok(None) => format!("file not found: {}", path.display()),
+        Err(DocumentError::Unreadable(e)) => {
+            return Err(e).with_context(|| format!("reading {}", path.display()));
+        }
+        Err(e) => e.to_string(),
+    };
+    let mut f = Findings::new(shown);
+    f.file_error(problem);
+    Err(ValidationError {
+        findings: f.into_vec(),
+    }
+    .into())
+}
+
+/// The deepest nesting of `[`/`{` outside quoted scalars and comments: a cheap upper bound of what
+/// the parser would recurse into.
+pub(crate) fn flow_depth(text: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut comment = false;
+    let mut prev = ' ';
+    for c in text.chars() {
+        match (quote, c) {
+            _ if comment => comment = c != '\n',
+            (Some('"'), _) if prev == '\\' => {}
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '#') if prev.is_whitespace() => comment = true,
+            (None, '[' | '{') => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        prev = c;
+    }
+    max
 }
 
 fn collect<T>(r: Result<T, ValidationError>, findings: &mut Vec<Finding>) -> Option<T> {
