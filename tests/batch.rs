@@ -502,7 +502,7 @@ fn inventory_and_base_errors_are_reported_together_and_write_nothing() {
     let out = batch(base.path(), "nope.yaml", &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("reading the inventory"),
+        stderr(&out).contains("nope.yaml: file not found"),
         "{}",
         stderr(&out)
     );
