@@ -8,7 +8,7 @@
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use tracing::{info, warn};
 
 use crate::cli::CreateConfigImageOpts;
@@ -66,6 +66,7 @@ pub fn build_from(
     rotate_crypto: bool,
     crypto_threads: NonZeroUsize,
 ) -> Result<Outputs> {
+    check_output_paths(dir)?;
     let timestamp = config_iso::image_timestamp()?;
     let cluster_name = &inputs.install_config.metadata.name;
     let state =
@@ -80,6 +81,37 @@ pub fn build_from(
         &state.identity.kubeadmin_password,
         state.origin,
     )
+}
+
+/// Refuses, before anything is written, a run whose outputs could not all land: a file where an
+/// output directory goes, or a directory where an output file goes. Otherwise the identity and the
+/// ISO would be written and the run fail half way.
+fn check_output_paths(dir: &Path) -> Result<()> {
+    let identity = site::identity_path(dir);
+    let dirs = [
+        Some(dir.join(AUTH_DIR)),
+        identity.parent().map(Path::to_path_buf),
+    ];
+    for d in dirs.into_iter().flatten() {
+        if d.symlink_metadata().is_ok() && !d.is_dir() {
+            bail!(
+                "{} is in the way: ibi writes a directory there",
+                d.display()
+            );
+        }
+    }
+    let files = [
+        dir.join(config_iso::ISO_FILE_NAME),
+        dir.join(AUTH_DIR).join(KUBECONFIG_FILE),
+        dir.join(AUTH_DIR).join(KUBEADMIN_PASSWORD_FILE),
+        identity.clone(),
+    ];
+    for f in files {
+        if f.is_dir() {
+            bail!("{} is a directory: ibi writes a file there", f.display());
+        }
+    }
+    Ok(())
 }
 
 fn render(inputs: &SiteInputs, id: &site::Identity, timestamp: i64) -> Result<Rendered> {
