@@ -290,6 +290,8 @@ fn extra_partition_start(f: &mut Findings, start: Option<&str>) {
     }
 }
 
+/// The installer's pattern, and (beyond it) a size that fits in 64 bits of bytes: lca-cli would
+/// only fail on an overflow after wiping the disk.
 fn is_partition_start(s: &str) -> bool {
     if s == "0" {
         return true;
@@ -298,7 +300,20 @@ fn is_partition_start(s: &str) -> bool {
     let Some(digits) = unsigned.strip_suffix(['K', 'M', 'G', 'T', 'P']) else {
         return false;
     };
-    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+    let shift = match unsigned.as_bytes().last() {
+        Some(b'K') => 10,
+        Some(b'M') => 20,
+        Some(b'G') => 30,
+        Some(b'T') => 40,
+        _ => 50,
+    };
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && digits
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(1u64 << shift))
+            .is_some()
 }
 
 /// The label goes into sfdisk's script (`name=<label>`) and `/dev/disk/by-partlabel/<label>`, so it is
@@ -329,6 +344,9 @@ fn extra_partition_label(f: &mut Findings, label: Option<&str>) {
     }
 }
 
+/// coreos-installer writes RHCOS as partitions 1-4; the extra partition must come after them.
+const RHCOS_PARTITIONS: u32 = 4;
+
 /// Bounds of a GPT partition number. The installer omits 0 from ibi-configuration.json, so lca-cli would
 /// silently use 5; we reject it instead.
 fn extra_partition_number(f: &mut Findings, number: Option<u32>) {
@@ -336,6 +354,12 @@ fn extra_partition_number(f: &mut Findings, number: Option<u32>) {
         Some(0) => f.add(
             "extraPartitionNumber",
             "invalid value 0: partitions are numbered from 1 (omit the key for the default 5)",
+        ),
+        Some(n @ 1..=RHCOS_PARTITIONS) => f.add(
+            "extraPartitionNumber",
+            format!(
+                "invalid value {n}: RHCOS uses partitions 1-{RHCOS_PARTITIONS} (BIOS-BOOT, EFI-SYSTEM, boot, root); the installation would fail after wiping the disk"
+            ),
         ),
         Some(n) if n > MAX_GPT_PARTITIONS => f.add(
             "extraPartitionNumber",
@@ -442,7 +466,10 @@ fn check_ignition(text: &str) -> Result<(), String> {
             "ignition.version required: an Ignition config starts with {\"ignition\": {\"version\": \"3.2.0\"}}"
                 .into(),
         ),
-        Some(v) if is_ignition_v3(v) => Ok(()),
+        // The same parser the build uses: what passes here merges there.
+        Some(v) if is_ignition_v3(v) => crate::ignition::parse_override(text)
+            .map(drop)
+            .map_err(|e| e.root_cause().to_string()),
         Some(v) => Err(format!(
             "unsupported ignition.version {v:?}: must be 3.x.y (Ignition spec 3)"
         )),

@@ -160,6 +160,19 @@ fn extra_partition_rules() {
             "extraPartitionNumber: 129",
             &["extraPartitionNumber: invalid value 129: a GPT disk holds at most 128 partitions"],
         ),
+        (
+            "extraPartitionNumber: 4",
+            &[
+                "extraPartitionNumber: invalid value 4: RHCOS uses partitions 1-4 (BIOS-BOOT, EFI-SYSTEM, boot, root); the installation would fail after wiping the disk",
+            ],
+        ),
+        (
+            "extraPartitionStart: 16384P",
+            &[
+                "extraPartitionStart: invalid value \"16384P\": partition start must be '0' or match pattern [+-]?<number>[KMGTP]",
+            ],
+        ),
+        ("extraPartitionStart: 16383P", &[]),
     ]);
 }
 
@@ -364,6 +377,12 @@ fn ignition_config_override_rules() {
     check(&[
         (
             "ignitionConfigOverride: '{\"ignition\":{\"version\":\"3.4.0\"}}'",
+            &[
+                "ignitionConfigOverride: unsupported config version \"3.4.0\": the installation ISO's config is spec 3.2.0 and accepts overrides of spec 3.0.0, 3.1.0, 3.2.0",
+            ],
+        ),
+        (
+            "ignitionConfigOverride: '{\"ignition\":{\"version\":\"3.1.0\"}}'",
             &[],
         ),
         ("ignitionConfigOverride: ' '", &[]),
