@@ -238,7 +238,8 @@ fn nic_network_config(nic: &Nic) -> anyhow::Result<Value> {
 pub fn check_site(inventory_file: &str, site: &SiteEntry, inputs: &SiteInputs) -> Vec<Finding> {
     let mut f = Findings::new(inventory_file);
     let Some(Ok(addr)) = site.nic.as_ref().map(nic_address) else {
-        return Vec::new();
+        // A full networkConfig (or none): the general rule, naming the files the site renders to.
+        return super::cross_check(&inputs.install_config, &inputs.image_based_config);
     };
     let cidrs = inputs.install_config.machine_network_cidrs();
     let host = Cidr {

@@ -8,6 +8,7 @@
 //! (`create config-image --sites`) with the shared base it applies to. Parsers are pure (`parse_*` take
 //! `&str`); only the `load_*` functions touch the filesystem.
 
+mod cross;
 mod finding;
 mod image_based_config;
 mod install_config;
@@ -105,6 +106,9 @@ pub fn load_site_inputs(dir: &Path) -> anyhow::Result<SiteInputs> {
         extra_manifests.len()
     );
 
+    if let (Some(ic), Some(ibc)) = (&install_config, &image_based_config) {
+        findings.extend(cross_check(ic, ibc));
+    }
     match (install_config, image_based_config) {
         (Some(install_config), Some(image_based_config)) if findings.is_empty() => Ok(SiteInputs {
             install_config,
@@ -168,6 +172,8 @@ pub fn parse_site_inputs(
         validate_image_based_config,
         (&mut findings, &mut warnings),
     );
+    // The cross-file rule runs in `check_site`, where a one-NIC site gets a message naming its
+    // inventory field.
     match (ic, ibc) {
         (Some(install_config), Some(image_based_config)) if findings.is_empty() => Ok(SiteInputs {
             install_config,
@@ -177,6 +183,11 @@ pub fn parse_site_inputs(
         }),
         _ => Err(ValidationError { findings }),
     }
+}
+
+/// The rules that need both files (see [`cross`]).
+pub(crate) fn cross_check(ic: &InstallConfig, ibc: &ImageBasedConfig) -> Vec<Finding> {
+    cross::node_ip_in_machine_network(&ic.machine_network_cidrs(), ibc.network_config.as_ref())
 }
 
 /// Reads `dir/name`; a missing file becomes a finding, any other I/O error an error naming the path.
