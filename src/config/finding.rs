@@ -108,6 +108,9 @@ pub(crate) fn decode_strict<T: serde::de::DeserializeOwned + Default>(
             findings: f.into_vec(),
         }
     };
+    // Deep flow nesting makes the YAML scanner quadratic; refuse it before decoding (util::yaml).
+    crate::util::yaml::check_flow_depth(text.as_bytes())
+        .map_err(|e| fail(format!("not valid YAML: {e}")))?;
     match serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text) {
         Ok(serde_yaml_ng::Value::Null) if allow_empty => return Ok(T::default()),
         Ok(serde_yaml_ng::Value::Null) => return Err(fail("the file is empty".into())),

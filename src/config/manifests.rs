@@ -114,6 +114,8 @@ fn parse_documents(json: bool, data: &[u8]) -> Result<Vec<serde_json::Value>, St
             serde_json::from_slice(data).map_err(|e| format!("not valid JSON: {e}"))?;
         return Ok(vec![v]);
     }
+    // Deep flow nesting makes the YAML scanner quadratic; refuse it before decoding (util::yaml).
+    crate::util::yaml::check_flow_depth(data).map_err(|e| format!("not valid YAML: {e}"))?;
     let mut docs = Vec::new();
     for (i, doc) in serde_yaml_ng::Deserializer::from_slice(data).enumerate() {
         let v = serde::Deserialize::deserialize(doc)

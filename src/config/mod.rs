@@ -227,11 +227,6 @@ fn read_input(
     }
 }
 
-/// Deepest nesting of flow collections (`[`, `{`) an input may have. The YAML library stops at 128
-/// levels anyway, but only after a scan that grows with the square of the depth (a 200 KB file of
-/// brackets took minutes); counting first refuses such a file at once.
-pub(crate) const MAX_FLOW_DEPTH: usize = 128;
-
 /// Why an input document cannot be used; all but `Unreadable` are findings about the file.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum DocumentError {
@@ -239,16 +234,12 @@ pub(crate) enum DocumentError {
     Refused(crate::util::fs::InputError),
     #[error("not valid UTF-8 text")]
     NotUtf8,
-    #[error(
-        "not valid YAML: recursion limit exceeded (collections nested deeper than {MAX_FLOW_DEPTH} levels)"
-    )]
-    TooDeep,
     #[error("cannot be read")]
     Unreadable(#[source] std::io::Error),
 }
 
 /// Reads an input document (YAML or JSON): `None` when missing; otherwise a regular file of at most
-/// [`crate::util::fs::MAX_INPUT_BYTES`], UTF-8, nested at most [`MAX_FLOW_DEPTH`] deep.
+/// [`crate::util::fs::MAX_INPUT_BYTES`] and UTF-8.
 pub(crate) fn read_document(path: &Path) -> Result<Option<String>, DocumentError> {
     use crate::util::fs::{InputError, MAX_INPUT_BYTES, read_input_file};
     let bytes = match read_input_file(path, MAX_INPUT_BYTES) {
@@ -257,10 +248,8 @@ pub(crate) fn read_document(path: &Path) -> Result<Option<String>, DocumentError
         Err(InputError::Io { source, .. }) => return Err(DocumentError::Unreadable(source)),
         Err(e) => return Err(DocumentError::Refused(e)),
     };
+    // Flow nesting is bounded where the text is decoded (util::yaml, through decode_strict).
     let text = String::from_utf8(bytes).map_err(|_| DocumentError::NotUtf8)?;
-    if flow_depth(&text) > MAX_FLOW_DEPTH {
-        return Err(DocumentError::TooDeep);
-    }
     Ok(Some(text))
 }
 
@@ -281,33 +270,6 @@ pub(crate) fn read_document_or_finding(path: &Path, shown: &str) -> anyhow::Resu
         findings: f.into_vec(),
     }
     .into())
-}
-
-/// The deepest nesting of `[`/`{` outside quoted scalars and comments: a cheap upper bound of what
-/// the parser would recurse into.
-pub(crate) fn flow_depth(text: &str) -> usize {
-    let (mut depth, mut max) = (0usize, 0usize);
-    let mut quote: Option<char> = None;
-    let mut comment = false;
-    let mut prev = ' ';
-    for c in text.chars() {
-        match (quote, c) {
-            _ if comment => comment = c != '\n',
-            (Some('"'), _) if prev == '\\' => {}
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '\'' | '"') => quote = Some(c),
-            (None, '#') if prev.is_whitespace() => comment = true,
-            (None, '[' | '{') => {
-                depth += 1;
-                max = max.max(depth);
-            }
-            (None, ']' | '}') => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        prev = c;
-    }
-    max
 }
 
 fn collect<T>(r: Result<T, ValidationError>, findings: &mut Vec<Finding>) -> Option<T> {

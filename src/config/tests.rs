@@ -730,17 +730,3 @@ fn findings_never_repeat_secrets() {
         assert!(!f.iter().chain(&w).any(|m| m.contains(secret)), "{f:?}");
     }
 }
-
-#[test]
-fn flow_depth_counts_brackets_outside_quotes_and_comments() {
-    use super::flow_depth;
-    assert_eq!(flow_depth("a: [1, {b: [2]}]\n"), 3);
-    assert_eq!(flow_depth("a: '[[[['\nb: \"{{\\\"{{\"\n"), 0);
-    assert_eq!(flow_depth("a: 1 # [[[[\nb: [x]\n"), 1);
-    assert_eq!(
-        flow_depth("pullSecret: '{\"auths\":{\"r\":{\"auth\":\"x\"}}}'\n"),
-        0
-    );
-    let deep = format!("deep: {}{}\n", "[".repeat(200), "]".repeat(200));
-    assert_eq!(flow_depth(&deep), 200);
-}

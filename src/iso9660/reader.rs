@@ -112,6 +112,12 @@ impl<R: Read + Seek> IsoReader<R> {
         &self.volume_id
     }
 
+    /// The size of the image in bytes. Directory records are untrusted, so callers that turn an
+    /// entry into a byte range of their own check the range against this.
+    pub fn image_len(&self) -> u64 {
+        self.image_len
+    }
+
     /// Whether the root announces SUSP (SP) and carries Rock Ridge (an RRIP ER or RRIP entries).
     pub fn has_rock_ridge(&self) -> bool {
         self.rock_ridge
@@ -339,6 +345,8 @@ impl<R: Read + Seek> IsoReader<R> {
 
     /// `read_at` for directories and continuation areas, charged against the metadata budget.
     fn read_meta(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, IsoError> {
+        // One record claiming a size past the image is that, not overlapping structures.
+        self.check_range(offset, len)?;
         self.meta_budget = self.meta_budget.checked_sub(len).ok_or_else(|| {
             IsoError::Malformed(format!(
                 "directories and continuation areas add up to more than {} bytes; structures overlap",
@@ -350,17 +358,24 @@ impl<R: Read + Seek> IsoReader<R> {
 
     /// Reads `len` bytes at `offset`, refusing anything that reaches past the image.
     fn read_at(&mut self, offset: u64, len: u64) -> Result<Vec<u8>, IsoError> {
-        let end = offset.checked_add(len).filter(|&end| end <= self.image_len);
-        let (Some(_), Ok(len)) = (end, usize::try_from(len)) else {
-            return Err(IsoError::Malformed(format!(
-                "{len} bytes at offset {offset} reach past the end of the {}-byte image",
-                self.image_len
-            )));
-        };
+        let len = self.check_range(offset, len)?;
         self.inner.seek(SeekFrom::Start(offset))?;
         let mut buf = vec![0u8; len];
         self.inner.read_exact(&mut buf)?;
         Ok(buf)
+    }
+
+    /// `len` as a buffer size when `offset..offset+len` lies inside the image, checked before
+    /// anything is allocated.
+    fn check_range(&self, offset: u64, len: u64) -> Result<usize, IsoError> {
+        let end = offset.checked_add(len).filter(|&end| end <= self.image_len);
+        match (end, usize::try_from(len)) {
+            (Some(_), Ok(len)) => Ok(len),
+            _ => Err(IsoError::Malformed(format!(
+                "{len} bytes at offset {offset} reach past the end of the {}-byte image",
+                self.image_len
+            ))),
+        }
     }
 }
 

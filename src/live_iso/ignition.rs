@@ -2,7 +2,7 @@
 //! 2023-03 on, the only way on s390x, where the area sits inside the El Torito image), else the
 //! whole `/images/ignition.img` (older x86_64/aarch64/ppc64le images), else not a CoreOS ISO.
 
-use super::{EmbedArea, LiveIsoError, find_optional, locate_in_file};
+use super::{EmbedArea, LiveIsoError, check_in_image, find_optional, locate_in_file};
 use crate::iso9660::IsoReader;
 use serde::Deserialize;
 use std::io::{Read, Seek};
@@ -50,7 +50,11 @@ pub fn find_ignition_area<R: Read + Seek>(
         offset: u64::from(entry.extent) * crate::iso9660::BLOCK_SIZE as u64,
         length: entry.size,
     };
-    check_length(area, "/images/ignition.img")
+    check_in_image(
+        iso,
+        check_length(area, "/images/ignition.img")?,
+        "/images/ignition.img",
+    )
 }
 
 fn area_from_igninfo<R: Read + Seek>(

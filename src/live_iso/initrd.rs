@@ -27,6 +27,8 @@ const NEWC_MAGIC: &[u8] = b"070701";
 const XZ_MEMLIMIT: u64 = 128 << 20;
 /// An area of at most a few MiB that inflates past this is a bomb, not a config.
 const MAX_DECOMPRESSED: u64 = 256 << 20;
+/// Decompressed bytes read per call; a power of two, so capacities stay powers of two.
+const DECOMPRESS_CHUNK: usize = 64 << 10;
 
 /// True when every byte is zero: nothing was ever embedded, or it was removed.
 pub fn is_pristine(area: &[u8]) -> bool {
@@ -114,10 +116,7 @@ fn xz_decompress(data: &[u8]) -> Result<Vec<u8>, LiveIsoError> {
     let stream = Stream::new_stream_decoder(XZ_MEMLIMIT, CONCATENATED).map_err(io::Error::from)?;
     let dec = liblzma::read::XzDecoder::new_stream(&data[..end], stream);
     let mut out = Vec::new();
-    dec.take(MAX_DECOMPRESSED + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| LiveIsoError::BadArea(format!("xz: {e}")))?;
-    check_decompressed(out.len())?;
+    read_capped(dec, &mut out, MAX_DECOMPRESSED, "xz")?;
     Ok(out)
 }
 
@@ -133,25 +132,38 @@ fn gzip_decompress(mut data: &[u8]) -> Result<Vec<u8>, LiveIsoError> {
             ));
         }
         let mut member = flate2::bufread::GzDecoder::new(data);
-        let budget = (MAX_DECOMPRESSED + 1).saturating_sub(out.len() as u64);
-        (&mut member)
-            .take(budget)
-            .read_to_end(&mut out)
-            .map_err(|e| LiveIsoError::BadArea(format!("gzip: {e}")))?;
-        check_decompressed(out.len())?;
+        read_capped(&mut member, &mut out, MAX_DECOMPRESSED, "gzip")?;
         data = member.into_inner();
         data = &data[data.iter().position(|&b| b != 0).unwrap_or(data.len())..];
     }
     Ok(out)
 }
 
-fn check_decompressed(len: usize) -> Result<(), LiveIsoError> {
-    if len as u64 > MAX_DECOMPRESSED {
-        return Err(LiveIsoError::BadArea(format!(
-            "it decompresses to more than {MAX_DECOMPRESSED} bytes"
-        )));
+/// Appends what `r` yields to `out`, failing before `out` would pass `limit`. `read_to_end` on a
+/// `take(limit + 1)` also stops, but only after doubling its buffer on the way past the limit: a
+/// bomb cost a 512 MiB allocation to learn that 256 MiB was exceeded. Growing by at most one chunk
+/// at a time keeps the capacity within the next power of two of `limit`.
+fn read_capped(
+    mut r: impl Read,
+    out: &mut Vec<u8>,
+    limit: u64,
+    what: &str,
+) -> Result<(), LiveIsoError> {
+    let mut chunk = vec![0u8; DECOMPRESS_CHUNK];
+    loop {
+        let n = match r.read(&mut chunk) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(LiveIsoError::BadArea(format!("{what}: {e}"))),
+        };
+        if (out.len() + n) as u64 > limit {
+            return Err(LiveIsoError::BadArea(format!(
+                "it decompresses to more than {limit} bytes"
+            )));
+        }
+        out.extend_from_slice(&chunk[..n]);
     }
-    Ok(())
 }
 
 /// Walks one or more newc archives (zero padding between them is skipped) and returns the last
@@ -358,6 +370,19 @@ mod tests {
         let archive = newc::trailer(member.finish().unwrap()).unwrap();
         let area = xz_compress(&archive).unwrap();
         assert!(decode_ignition(&area).unwrap().is_none());
+    }
+
+    #[test]
+    fn decompression_stops_at_the_limit_without_overshooting() {
+        let limit = 1 << 20;
+        let mut out = Vec::new();
+        read_capped(&[7u8; 1 << 20][..], &mut out, limit, "x").unwrap();
+        assert_eq!(out.len(), 1 << 20);
+        assert!(out.capacity() <= limit as usize, "{}", out.capacity());
+        let mut out = Vec::new();
+        let err = read_capped(io::repeat(0), &mut out, limit, "x").unwrap_err();
+        assert!(err.to_string().contains("more than 1048576 bytes"), "{err}");
+        assert!(out.capacity() <= limit as usize, "{}", out.capacity());
     }
 
     #[test]

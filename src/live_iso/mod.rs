@@ -25,6 +25,9 @@ use std::io::{Read, Seek, SeekFrom};
 /// The Ignition area of every known CoreOS image: cosa's `initrd_ignition_padding`.
 pub const IGNITION_AREA_LEN: u64 = 256 * 1024;
 
+/// The most `read_area` reserves before any byte has arrived; real areas are 256 KiB.
+const READ_AREA_CHUNK: usize = 1 << 20;
+
 /// An absolute byte range in the ISO file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EmbedArea {
@@ -78,8 +81,19 @@ pub fn read_area<F: Read + Seek>(file: &mut F, area: &EmbedArea) -> std::io::Res
     let len = usize::try_from(area.length)
         .map_err(|_| std::io::Error::other(format!("area of {} bytes", area.length)))?;
     file.seek(SeekFrom::Start(area.offset))?;
-    let mut buf = vec![0u8; len];
-    file.read_exact(&mut buf)?;
+    // Grow as bytes arrive rather than allocating the whole claimed length up front: a short
+    // file then costs what it holds, not what a corrupt descriptor said.
+    let mut buf = Vec::with_capacity(len.min(READ_AREA_CHUNK));
+    file.take(area.length).read_to_end(&mut buf)?;
+    if buf.len() != len {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!(
+                "{} bytes at offset {} reach past the end of the ISO",
+                area.length, area.offset
+            ),
+        ));
+    }
     Ok(buf)
 }
 
@@ -135,10 +149,36 @@ fn locate_in_file<R: Read + Seek>(
             entry.size
         )));
     }
-    Ok(EmbedArea {
+    let area = EmbedArea {
         offset: u64::from(entry.extent) * BLOCK_SIZE as u64 + offset,
         length,
-    })
+    };
+    check_in_image(iso, area, descriptor)
+}
+
+/// A directory record may claim more bytes than the image holds, so a range computed from one is
+/// checked against the image before anyone allocates or patches its length: without this, a
+/// 40 KiB image could name a 60 MiB Ignition area and `read_area` would allocate all of it.
+fn check_in_image<R: Read + Seek>(
+    iso: &IsoReader<R>,
+    area: EmbedArea,
+    source: &str,
+) -> Result<EmbedArea, LiveIsoError> {
+    let image_len = iso.image_len();
+    if area
+        .offset
+        .checked_add(area.length)
+        .is_none_or(|end| end > image_len)
+    {
+        return Err(LiveIsoError::BadDescriptor {
+            path: source.to_string(),
+            reason: format!(
+                "{} bytes at offset {} reach past the end of the image ({image_len} bytes)",
+                area.length, area.offset
+            ),
+        });
+    }
+    Ok(area)
 }
 
 /// Reads `len` bytes at absolute `offset` through the reader's bounds-checked block reads; used

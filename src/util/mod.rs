@@ -1,5 +1,6 @@
-//! Small, boring helpers: atomic file writes, logging setup and progress bars.
+//! Small, boring helpers: atomic file writes, logging setup, progress bars and a guard for YAML input.
 
 pub mod fs;
 pub mod logging;
 pub mod progress;
+pub mod yaml;
