@@ -210,6 +210,10 @@ fn decode_document(text: &str) -> Result<(Map<String, Value>, bool)> {
     let value: Value = if trimmed.is_empty() {
         Value::Null
     } else if yaml {
+        // Deep flow nesting makes the YAML scanner quadratic: refuse it first (util::yaml).
+        crate::util::yaml::check_flow_depth(text.as_bytes())
+            .map_err(anyhow::Error::msg)
+            .context("decoding ibi-configuration as YAML")?;
         serde_yaml_ng::from_str(text).context("decoding ibi-configuration as YAML")?
     } else {
         serde_json::from_str(text).context("decoding ibi-configuration as JSON")?

@@ -26,7 +26,7 @@ const NEWC_MAGIC: &[u8] = b"070701";
 /// Enough for preset 9's 64 MiB dictionary; a header asking for more is not ours to honour.
 const XZ_MEMLIMIT: u64 = 128 << 20;
 /// An area of at most a few MiB that inflates past this is a bomb, not a config.
-const MAX_DECOMPRESSED: u64 = 256 << 20;
+const MAX_DECOMPRESSED: u64 = 64 << 20;
 /// Decompressed bytes read per call; a power of two, so capacities stay powers of two.
 const DECOMPRESS_CHUNK: usize = 64 << 10;
 
