@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common_registry::{TestRegistry, have_tools};
+use common_registry::{TestRegistry, extract_layer, have_tools};
 use ibi::agent::disk::{LoopDevice, Mount, PartitionInfo, find_partition_by_label, read_table};
 
 const TEST: &str = "agent_install_e2e";
@@ -190,19 +190,6 @@ fn setup() -> Option<Env> {
         seed_files,
         images,
     })
-}
-
-/// The seed layer's files, for the expected values.
-fn extract_layer(layout: &Path, dir: &Path) {
-    let json = |p: PathBuf| -> serde_json::Value {
-        serde_json::from_slice(&fs::read(p).unwrap()).unwrap()
-    };
-    let blob = |digest: &str| layout.join("blobs/sha256").join(&digest["sha256:".len()..]);
-    let index = json(layout.join("index.json"));
-    let manifest = json(blob(index["manifests"][0]["digest"].as_str().unwrap()));
-    let layer = blob(manifest["layers"][0]["digest"].as_str().unwrap());
-    fs::create_dir_all(dir).unwrap();
-    run("tar", &["-xzf", s(&layer), "-C", s(dir)]);
 }
 
 /// Pushes the precache images where `containers.list` names them, with the local registry in place

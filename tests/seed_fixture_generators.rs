@@ -7,11 +7,14 @@
 //! need their tools. Without them: `SKIP <test>: <reason>`; under `CI` that is a failure, except
 //! "not root". Every mount and loop device the test makes is a guard, undone on failure too.
 
+mod common_registry;
+
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common_registry::extract_layer;
 use ibi::agent::disk::{LoopDevice, Mount, find_partition_by_label, read_table};
 
 const SEED_INFO_LABEL: &str = "com.openshift.lifecycle-agent.seed_cluster_info";
@@ -62,26 +65,6 @@ fn tool(name: &str) -> &Path {
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// The seed layer's files, extracted into `dir`.
-fn extract_layer(layout: &Path, dir: &Path) {
-    let index: serde_json::Value =
-        serde_json::from_slice(&fs::read(layout.join("index.json")).unwrap()).unwrap();
-    let blob = |digest: &str| layout.join("blobs/sha256").join(&digest["sha256:".len()..]);
-    let manifest: serde_json::Value = serde_json::from_slice(
-        &fs::read(blob(index["manifests"][0]["digest"].as_str().unwrap())).unwrap(),
-    )
-    .unwrap();
-    let layers = manifest["layers"].as_array().unwrap();
-    assert_eq!(layers.len(), 1, "{manifest}");
-    assert_eq!(
-        layers[0]["mediaType"],
-        "application/vnd.oci.image.layer.v1.tar+gzip"
-    );
-    fs::create_dir_all(dir).unwrap();
-    let layer = blob(layers[0]["digest"].as_str().unwrap());
-    run(tool("tar"), &["-xzf", s(&layer), "-C", s(dir)]);
 }
 
 #[test]

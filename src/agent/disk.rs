@@ -18,7 +18,8 @@ pub use spec::{
     GrowPlan, RangeError, StartSpec, extra_partition_range, grow_plan, parse_partition_start,
 };
 pub use table::{
-    add_partition, find_partition, find_partition_by_label, grow_partition, read_table,
+    add_partition, find_partition, find_partition_by_label, grow_partition, grow_partition_to_end,
+    read_table,
 };
 
 use std::fmt;

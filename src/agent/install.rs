@@ -32,7 +32,7 @@ use tracing::{info, warn};
 use crate::agent::cmd;
 use crate::agent::disk::{
     PartitionDevice, add_partition, find_partition, find_partition_by_label, grow_partition,
-    mkfs_xfs, read_table,
+    grow_partition_to_end, mkfs_xfs,
 };
 use crate::agent::ostree_restore::{deployment_of, undeploy_other};
 use crate::agent::precache::{
@@ -303,17 +303,13 @@ impl Install<'_> {
     fn grow_root(&self) -> Result<()> {
         let disk = &self.layout.disk;
         let root = find_partition_by_label(disk, targets::ROOT_LABEL)?;
-        let up_to = match self.layout.extra_label {
-            Some(_) => find_partition(disk, self.cfg.extra_partition_number)?.first_lba - 1,
-            None => {
-                let table = read_table(disk)?;
-                let size = disk_size(disk)?;
-                table
-                    .last_usable_lba(size, root.sector_size)
-                    .context("the disk is too small for a partition table")?
+        let grown = match self.layout.extra_label {
+            Some(_) => {
+                let extra = find_partition(disk, self.cfg.extra_partition_number)?;
+                grow_partition(disk, root.number, extra.first_lba - 1)?
             }
+            None => grow_partition_to_end(disk, root.number)?,
         };
-        let grown = grow_partition(disk, root.number, up_to)?;
         info!("root partition: {grown}");
         Ok(())
     }
@@ -433,12 +429,4 @@ fn remove_if_present(path: &Path) -> Result<()> {
         }
         _ => Ok(()),
     }
-}
-
-/// The size of a block device or image file in bytes.
-fn disk_size(disk: &Path) -> Result<u64> {
-    use std::io::{Seek, SeekFrom};
-    let mut f = fs::File::open(disk).with_context(|| format!("opening {}", disk.display()))?;
-    f.seek(SeekFrom::End(0))
-        .with_context(|| format!("reading the size of {}", disk.display()))
 }

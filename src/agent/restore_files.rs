@@ -121,7 +121,7 @@ fn extract<R: Read>(
 
 /// Makes the restored files durable before the agent records the step as done: a power loss
 /// after that must not leave a half-written stateroot behind a "finished" mark.
-fn sync_filesystem(dir: &Path) -> Result<()> {
+pub fn sync_filesystem(dir: &Path) -> Result<()> {
     let handle = File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
     rustix::fs::syncfs(&handle)
         .with_context(|| format!("syncing the filesystem of {}", dir.display()))

@@ -40,26 +40,19 @@ pub fn load_fleet_base(dir: &Path) -> anyhow::Result<FleetBase> {
     let ic = match super::read_document(&ic_path) {
         Ok(Some(t)) => t,
         Ok(None) => {
-            let mut f = Findings::new(INSTALL_CONFIG_FILE);
-            f.file_error(format!(
-                "file not found: {} is required (the base every site starts from)",
-                ic_path.display()
+            return Err(super::file_finding(
+                INSTALL_CONFIG_FILE,
+                format!(
+                    "file not found: {} is required (the base every site starts from)",
+                    ic_path.display()
+                ),
             ));
-            return Err(ValidationError {
-                findings: f.into_vec(),
-            }
-            .into());
         }
-        Err(_) => super::read_document_or_finding(&ic_path, INSTALL_CONFIG_FILE)?,
+        Err(e) => return Err(super::document_error(&ic_path, INSTALL_CONFIG_FILE, e)),
     };
     let ibc_path = dir.join(IMAGE_BASED_CONFIG_FILE);
-    let ibc = match super::read_document(&ibc_path) {
-        Ok(t) => t,
-        Err(_) => Some(super::read_document_or_finding(
-            &ibc_path,
-            IMAGE_BASED_CONFIG_FILE,
-        )?),
-    };
+    let ibc = super::read_document(&ibc_path)
+        .map_err(|e| super::document_error(&ibc_path, IMAGE_BASED_CONFIG_FILE, e))?;
     Ok(FleetBase::parse(&ic, ibc.as_deref())?)
 }
 

@@ -256,20 +256,35 @@ pub(crate) fn read_document(path: &Path) -> Result<Option<String>, DocumentError
 /// [`read_document`] for a file that must exist: a missing, refused or undecodable file is a
 /// finding about `shown` (how findings name the file); an I/O error names the path.
 pub(crate) fn read_document_or_finding(path: &Path, shown: &str) -> anyhow::Result<String> {
-    let problem = match read_document(path) {
-        Ok(Some(text)) => return Ok(text),
-        Ok(None) => format!("file not found: {}", path.display()),
-        Err(DocumentError::Unreadable(e)) => {
-            return Err(e).with_context(|| format!("reading {}", path.display()));
+    match read_document(path) {
+        Ok(Some(text)) => Ok(text),
+        Ok(None) => Err(file_finding(
+            shown,
+            format!("file not found: {}", path.display()),
+        )),
+        Err(e) => Err(document_error(path, shown, e)),
+    }
+}
+
+/// A [`DocumentError`] as the caller reports it: a finding about `shown`, or, when the file could not
+/// be read at all, an I/O error naming the path.
+pub(crate) fn document_error(path: &Path, shown: &str, e: DocumentError) -> anyhow::Error {
+    match e {
+        DocumentError::Unreadable(io) => {
+            anyhow::Error::new(io).context(format!("reading {}", path.display()))
         }
-        Err(e) => e.to_string(),
-    };
+        e => file_finding(shown, e.to_string()),
+    }
+}
+
+/// One finding about a whole file, as an error.
+pub(crate) fn file_finding(shown: &str, message: String) -> anyhow::Error {
     let mut f = Findings::new(shown);
-    f.file_error(problem);
-    Err(ValidationError {
+    f.file_error(message);
+    ValidationError {
         findings: f.into_vec(),
     }
-    .into())
+    .into()
 }
 
 fn collect<T>(r: Result<T, ValidationError>, findings: &mut Vec<Finding>) -> Option<T> {

@@ -298,3 +298,37 @@ fn http_get(addr: &str, path: &str) -> Option<String> {
     s.read_to_string(&mut buf).ok()?;
     Some(buf)
 }
+
+/// The files of a one-layer seed image in the OCI layout `layout`, extracted into `dir` with tar
+/// (the layer must be the gzip tar podman builds; anything else fails the test).
+pub fn extract_layer(layout: &Path, dir: &Path) {
+    let json = |p: PathBuf| -> serde_json::Value {
+        serde_json::from_slice(&fs::read(&p).expect("read")).expect("JSON")
+    };
+    let blob = |digest: &str| layout.join("blobs/sha256").join(&digest["sha256:".len()..]);
+    let index = json(layout.join("index.json"));
+    let manifest = json(blob(
+        index["manifests"][0]["digest"].as_str().expect("digest"),
+    ));
+    let layers = manifest["layers"].as_array().expect("layers");
+    assert_eq!(layers.len(), 1, "{manifest}");
+    assert_eq!(
+        layers[0]["mediaType"],
+        "application/vnd.oci.image.layer.v1.tar+gzip"
+    );
+    fs::create_dir_all(dir).expect("mkdir");
+    let layer = blob(layers[0]["digest"].as_str().expect("digest"));
+    let out = Command::new("tar")
+        .arg("-xzf")
+        .arg(&layer)
+        .arg("-C")
+        .arg(dir)
+        .output()
+        .expect("running tar");
+    assert!(
+        out.status.success(),
+        "tar -xzf {}: {}",
+        layer.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

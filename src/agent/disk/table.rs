@@ -154,6 +154,18 @@ pub fn grow_partition(disk: &Path, number: u32, up_to_lba: u64) -> Result<Partit
     Ok(grown)
 }
 
+/// Grows partition `number` to the last usable LBA of the disk (with `useContainersFolder` there is
+/// no extra partition to stop at).
+pub fn grow_partition_to_end(disk: &Path, number: u32) -> Result<PartitionInfo> {
+    let t = open_table(disk, false)?;
+    let last = t
+        .layout()
+        .last_usable_lba(t.disk_bytes, t.sector_size)
+        .with_context(|| format!("{} is too small for a partition table", disk.display()))?;
+    drop(t);
+    grow_partition(disk, number, last)
+}
+
 /// Opens the GPT of `disk`, detecting its sector size from where the header is.
 fn open_table(disk: &Path, writable: bool) -> Result<OpenTable> {
     let mut file = OpenOptions::new()

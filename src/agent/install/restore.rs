@@ -10,7 +10,7 @@
 //! written to disk; what lands on disk is the extracted content, each byte written once.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, ensure};
 use tracing::{info, warn};
@@ -19,7 +19,7 @@ use crate::agent::ostree_restore::{
     booted_deployment, deployment_of, init_stateroot, kernel_args, restore_ostree,
 };
 use crate::agent::restore_files::{
-    apply_deletions, extract_tgz, merge_tree, restore_etc, restore_var,
+    apply_deletions, extract_tgz, merge_tree, restore_etc, restore_var, sync_filesystem,
 };
 use crate::agent::seed_fetch::{
     CONTAINERS_LIST, ETC_DELETIONS, ETC_TGZ, LCA_CLI, MANIFEST_JSON, MCO_CURRENTCONFIG_JSON,
@@ -133,7 +133,7 @@ pub fn fetch_seed(
     for (name, size) in &outcome.unexpected {
         warn!("the seed has an unexpected file {name} ({size} bytes); ignored");
     }
-    sync(&paths.sysroot)?;
+    sync_filesystem(&paths.sysroot)?;
     info!(seed = %report.reference, digest = %report.digest, "seed fetched");
     Ok(())
 }
@@ -189,7 +189,7 @@ pub fn restore_etc_step(paths: &RestorePaths, stateroot: &str) -> Result<()> {
     if work.exists() {
         fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
     }
-    sync(&paths.sysroot)
+    sync_filesystem(&paths.sysroot)
 }
 
 /// The seed's `containers.list` and release registry facts, for the precache step.
@@ -223,13 +223,6 @@ fn save_doc(paths: &RestorePaths, name: &str, bytes: &[u8]) -> Result<()> {
     );
     write_atomic(&paths.doc(name), bytes, DOC_MODE, Clobber::Replace)
         .with_context(|| format!("saving the seed's {name}"))
-}
-
-/// Makes what was written durable before the step is recorded done.
-fn sync(dir: &Path) -> Result<()> {
-    let handle = fs::File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
-    rustix::fs::syncfs(&handle)
-        .with_context(|| format!("syncing the filesystem of {}", dir.display()))
 }
 
 /// A progress callback for one extraction: it gets running totals, the status counts every byte once.
