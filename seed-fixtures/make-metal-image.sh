@@ -62,7 +62,9 @@ mounts=()
 cleanup() {
     local rc=$? i
     for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
-        umount "${mounts[i]}" 2>/dev/null || umount -l "${mounts[i]}" || true
+        # Never lazily: a detached filesystem with this image's fixed UUIDs would stay alive and block
+        # every later mount of one.
+        umount "${mounts[i]}" || echo "$0: could not unmount ${mounts[i]}" >&2
     done
     for dev in "${loops[@]}"; do
         losetup -d "$dev" || true
@@ -79,6 +81,9 @@ trap 'exit 130' INT TERM
 attach() {
     dev=$(losetup -f --show -o $(($1 * 512)) --sizelimit $(($2 * 512)) "$tmp_img")
     loops+=("$dev")
+    # Kernel partitions an earlier user of this loop device added (partx) and left when detaching it
+    # would make mkfs refuse the device.
+    partx -d "$dev" 2>/dev/null || true
 }
 mount_at() {
     mount "$@"

@@ -7,6 +7,7 @@
 //! need their tools. Without them: `SKIP <test>: <reason>`; under `CI` that is a failure, except
 //! "not root". Every mount and loop device the test makes is a guard, undone on failure too.
 
+mod common_agent;
 mod common_registry;
 
 use std::fs;
@@ -226,6 +227,8 @@ fn metal_image_generator_needs_root() {
         skip(TEST, &reason, false);
         return;
     }
+    // The image's UUIDs are fixed: no other test may mount one of its filesystems meanwhile.
+    let _metal = common_agent::metal_image_lock();
     let tmp = tempfile::tempdir().unwrap();
     let img = tmp.path().join("metal.img");
     let printed = run(&script("make-metal-image.sh"), &[s(&img)]);

@@ -7,12 +7,15 @@
 
 mod device;
 mod fs;
+pub mod mounts;
 mod spec;
 mod table;
 
-pub use device::{LoopDevice, PartitionDevice, kernel_partition_device, losetup_attach_args};
+pub use device::{
+    LoopDevice, PartitionDevice, kernel_partition_device, losetup_attach_args, release_loop,
+};
 pub use fs::{
-    Mount, mkfs_xfs, mkfs_xfs_args, mount_args, umount_args, xfs_growfs, xfs_growfs_args,
+    Mount, mkfs_xfs, mkfs_xfs_args, mount, mount_args, umount_args, xfs_growfs, xfs_growfs_args,
 };
 pub use spec::{
     GrowPlan, RangeError, StartSpec, extra_partition_range, grow_plan, parse_partition_start,

@@ -30,6 +30,7 @@ use anyhow::{Context, Result, bail};
 use tracing::{info, warn};
 
 use crate::agent::cmd;
+use crate::agent::disk::mounts::ensure_unused;
 use crate::agent::disk::{
     PartitionDevice, add_partition, find_partition, find_partition_by_label, grow_partition,
     grow_partition_to_end, mkfs_xfs,
@@ -126,6 +127,9 @@ pub fn install(opts: &InstallOptions) -> Result<()> {
         mirror_sources: registry_sources_from_registries_conf(&conf),
     };
     let authfile = resolve_authfile(opts)?;
+    let _lock = lock_install(&opts.state_file)?;
+    // Whatever an earlier, killed run left mounted comes down before anything looks at the disk.
+    targets::release_stale(&layout)?;
     let state = resolve_state(opts, &layout, fingerprint)?;
     let progress = Progress::new(&opts.status_file);
     let mut runner = Runner::new(state, progress);
@@ -137,6 +141,13 @@ pub fn install(opts: &InstallOptions) -> Result<()> {
         authfile,
         targets: RefCell::new(None),
     };
+    if runner.state().is_finished() {
+        info!(
+            "the install finished in an earlier run; nothing to do (`--fresh` installs again, wiping {})",
+            job.layout.disk.display()
+        );
+        return runner.run(job.end_phase());
+    }
     let result = job.run(&mut runner);
     if result.is_err()
         && let Some(t) = job.targets.borrow_mut().take()
@@ -145,6 +156,31 @@ pub fn install(opts: &InstallOptions) -> Result<()> {
         warn!("after the failure, unmounting the targets: {e:#}");
     }
     result
+}
+
+/// Takes the install lock beside the state file for as long as the returned file is open. Two runs at
+/// once would take each other's mounts down; the lock goes with the process, so a killed run never holds
+/// it.
+fn lock_install(state_file: &Path) -> Result<fs::File> {
+    let path = state_file.with_extension("lock");
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+        |e| {
+            anyhow::anyhow!(
+                "another `ibi agent install` holds {} ({e}); wait for it to end",
+                path.display()
+            )
+        },
+    )?;
+    Ok(file)
 }
 
 impl Install<'_> {
@@ -171,6 +207,7 @@ impl Install<'_> {
         if let Some(t) = self.targets.borrow_mut().take() {
             t.unmount()?;
         }
+        runner.state_mut().mark_finished()?;
         info!("installation finished");
         runner.run(self.end_phase())
     }
@@ -192,13 +229,18 @@ impl Install<'_> {
         let mut plan = Vec::new();
         if !cfg.skip_disk_cleanup {
             plan.push(step(Step::DiskCleanup, move || {
+                ensure_unused(disk, "wipe")?;
                 cleanup::cleanup_disk(disk);
                 Ok(())
             }));
         }
-        plan.push(step(Step::WriteRhcos, move || self.write_rhcos()));
+        plan.push(step(Step::WriteRhcos, move || {
+            ensure_unused(disk, "write RHCOS to")?;
+            self.write_rhcos()
+        }));
         if !cfg.use_containers_folder {
             plan.push(step(Step::CreateExtraPartition, move || {
+                ensure_unused(disk, "repartition")?;
                 let part = add_partition(
                     disk,
                     cfg.extra_partition_number,
@@ -209,13 +251,17 @@ impl Install<'_> {
                 Ok(())
             }));
             plan.push(step(Step::MkfsExtraPartition, move || {
+                ensure_unused(disk, "format a partition of")?;
                 let part = find_partition(disk, cfg.extra_partition_number)?;
                 let dev = PartitionDevice::open(disk, &part)?;
                 mkfs_xfs(dev.path(), None)?;
                 dev.close()
             }));
         }
-        plan.push(step(Step::GrowRoot, move || self.grow_root()));
+        plan.push(step(Step::GrowRoot, move || {
+            ensure_unused(disk, "repartition")?;
+            self.grow_root()
+        }));
         plan.push(step(Step::MountTargets, move || {
             let old = self.targets.borrow_mut().take();
             if let Some(t) = old {
@@ -387,7 +433,9 @@ fn resolve_authfile(opts: &InstallOptions) -> Result<Option<PathBuf>> {
 }
 
 /// The state to run with: `--fresh` starts over; a state in `/var/tmp` (this boot) is used as is;
-/// otherwise one left on the disk by an interrupted install of the same configuration is resumed.
+/// otherwise one left on the disk by an interrupted install is resumed when it has the same
+/// configuration. A disk holding another configuration's interrupted install, or one whose volume could
+/// not be read, stops the run: it is never wiped without `--fresh`.
 fn resolve_state(
     opts: &InstallOptions,
     layout: &Layout,
@@ -399,27 +447,39 @@ fn resolve_state(
         info!("--fresh: starting over from the disk wipe");
         return StateFile::load_or_new(local, fingerprint);
     }
-    if !local.exists() {
-        let rel = Path::new(STATE_DIR).join(STATE_FILE);
-        if let Some(bytes) = targets::find_state_on_disk(layout, &rel) {
-            info!(disk = %layout.disk.display(), "found the state of an interrupted install on the disk");
-            crate::util::fs::write_atomic(local, &bytes, 0o600, crate::util::fs::Clobber::Replace)?;
-            match StateFile::load_or_new(local, fingerprint.clone()) {
-                Ok(state) => return Ok(state),
-                Err(e) => match e.downcast_ref::<StateError>() {
-                    Some(StateError::FingerprintMismatch { .. }) => {
-                        warn!(
-                            "the interrupted install on {} had another configuration; starting over",
-                            layout.disk.display()
-                        );
-                        remove_if_present(local)?;
-                    }
-                    _ => return Err(e),
-                },
+    if local.exists() {
+        let state = StateFile::load_or_new(local, fingerprint.clone())?;
+        if state.done_steps().next().is_some() || state.is_finished() {
+            return Ok(state);
+        }
+        // Nothing done here (a run refused before its first step, a `--fresh` that found the disk in
+        // use): it says nothing about the disk, which may hold an interrupted install to resume.
+        remove_if_present(local)?;
+    }
+    let rel = Path::new(STATE_DIR).join(STATE_FILE);
+    let Some(bytes) = targets::find_state_on_disk(layout, &rel)? else {
+        return StateFile::load_or_new(local, fingerprint);
+    };
+    info!(disk = %layout.disk.display(), "found the state of an interrupted install on the disk");
+    crate::util::fs::write_atomic(local, &bytes, 0o600, crate::util::fs::Clobber::Replace)?;
+    match StateFile::load_or_new(local, fingerprint) {
+        Ok(state) => Ok(state),
+        Err(e) => {
+            remove_if_present(local)?;
+            match e.downcast_ref::<StateError>() {
+                Some(StateError::FingerprintMismatch { recorded, .. }) => bail!(
+                    "{} holds an interrupted install of another ibi-configuration (sha256 {recorded}); \
+                     refusing to wipe it. Run with that configuration to resume it, or with `--fresh` \
+                     to start over",
+                    layout.disk.display()
+                ),
+                _ => Err(e.context(format!(
+                    "reading the interrupted install's state on {} (`--fresh` starts over)",
+                    layout.disk.display()
+                ))),
             }
         }
     }
-    StateFile::load_or_new(local, fingerprint)
 }
 
 fn remove_if_present(path: &Path) -> Result<()> {

@@ -154,6 +154,9 @@ struct StateRecord {
     config_fingerprint: ConfigFingerprint,
     /// Names of finished steps, in step order.
     done: Vec<String>,
+    /// The install ended (targets unmounted, no state left on the disk): a further run does nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    finished: bool,
 }
 
 /// The finished steps of one install, persisted at `path` after every change.
@@ -162,6 +165,7 @@ pub struct StateFile {
     path: PathBuf,
     fingerprint: ConfigFingerprint,
     done: BTreeSet<Step>,
+    finished: bool,
 }
 
 impl StateFile {
@@ -175,6 +179,7 @@ impl StateFile {
                     path: path.to_path_buf(),
                     fingerprint,
                     done: BTreeSet::new(),
+                    finished: false,
                 };
                 // Written at once so the configuration is pinned even if the first step never finishes.
                 state.save()?;
@@ -208,6 +213,7 @@ impl StateFile {
             path: path_buf,
             fingerprint: current,
             done,
+            finished: record.finished,
         })
     }
 
@@ -219,6 +225,17 @@ impl StateFile {
     /// Whether `step` finished in this or an earlier run.
     pub fn is_done(&self, step: Step) -> bool {
         self.done.contains(&step)
+    }
+
+    /// Whether the whole install ended in this or an earlier run.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Records that the install ended, durably.
+    pub fn mark_finished(&mut self) -> Result<()> {
+        self.finished = true;
+        self.save()
     }
 
     /// The finished steps, in order.
@@ -284,6 +301,7 @@ impl StateFile {
             version: STATE_VERSION,
             config_fingerprint: self.fingerprint.clone(),
             done: self.done.iter().map(|s| s.name().to_string()).collect(),
+            finished: self.finished,
         };
         let mut json = serde_json::to_vec_pretty(&record).context("serializing the state file")?;
         json.push(b'\n');
@@ -310,6 +328,24 @@ mod tests {
 
     fn fp(s: &str) -> ConfigFingerprint {
         ConfigFingerprint::of(s.as_bytes())
+    }
+
+    #[test]
+    fn finished_is_durable_and_absent_from_unfinished_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("state.json");
+        let mut state = StateFile::load_or_new(&path, fp("a")).unwrap();
+        state.mark_done(Step::DiskCleanup).unwrap();
+        assert!(!std::fs::read_to_string(&path).unwrap().contains("finished"));
+        assert!(
+            !StateFile::load_or_new(&path, fp("a"))
+                .unwrap()
+                .is_finished()
+        );
+        state.mark_finished().unwrap();
+        let again = StateFile::load_or_new(&path, fp("a")).unwrap();
+        assert!(again.is_finished());
+        assert!(again.is_done(Step::DiskCleanup));
     }
 
     #[test]

@@ -64,14 +64,14 @@ impl LoopDevice {
     /// Detaches now, reporting failure (dropping only logs it).
     pub fn detach(mut self) -> Result<()> {
         self.attached = false;
-        release(&self.path)
+        release_loop(&self.path)
     }
 }
 
 impl Drop for LoopDevice {
     fn drop(&mut self) {
         if self.attached
-            && let Err(e) = release(&self.path)
+            && let Err(e) = release_loop(&self.path)
         {
             warn!(device = %self.path.display(), "{e:#}");
         }
@@ -81,7 +81,7 @@ impl Drop for LoopDevice {
 /// Removes the kernel partitions of a loop device, then detaches it. Partitions added with
 /// `partx` outlive `losetup -d` (the kernel drops them only for devices attached with `-P`) and
 /// would show up, with a stale range, on the next user of the same loop device.
-fn release(dev: &Path) -> Result<()> {
+pub fn release_loop(dev: &Path) -> Result<()> {
     let name = dev.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let cleared = if kernel_partitions(Path::new(SYS_CLASS_BLOCK), name).is_empty() {
         Ok(())
@@ -97,7 +97,7 @@ fn release(dev: &Path) -> Result<()> {
 }
 
 /// Names of the partitions sysfs shows for disk `name` (`loop0p1` …).
-fn kernel_partitions(sys_block: &Path, name: &str) -> Vec<String> {
+pub(super) fn kernel_partitions(sys_block: &Path, name: &str) -> Vec<String> {
     let Ok(entries) = fs::read_dir(sys_block.join(name)) else {
         return Vec::new();
     };

@@ -64,9 +64,7 @@ impl Mount {
         fstype: Option<&str>,
         options: Option<&str>,
     ) -> Result<Mount> {
-        cmd::run(&mount_args(source, target, fstype, options))
-            .with_context(|| format!("mounting {} on {}", source.display(), target.display()))?;
-        debug!(source = %source.display(), target = %target.display(), "mounted");
+        mount(source, target, fstype, options)?;
         Ok(Mount {
             target: target.to_path_buf(),
             mounted: true,
@@ -100,6 +98,20 @@ impl Drop for Mount {
             warn!(target = %self.target.display(), "lazy unmount: {e:#}");
         }
     }
+}
+
+/// Mounts `source` on `target` with no guard: for mounts whose owner finds them again in the kernel's
+/// table to take them down (see `agent::disk::mounts`).
+pub fn mount(
+    source: &Path,
+    target: &Path,
+    fstype: Option<&str>,
+    options: Option<&str>,
+) -> Result<()> {
+    cmd::run(&mount_args(source, target, fstype, options))
+        .with_context(|| format!("mounting {} on {}", source.display(), target.display()))?;
+    debug!(source = %source.display(), target = %target.display(), "mounted");
+    Ok(())
 }
 
 /// `mount [-t TYPE] [-o OPTIONS] SOURCE TARGET`.
