@@ -53,6 +53,10 @@ pub struct SeedReconfiguration {
     pub kubeadmin_password_hash: String,
     #[serde(rename = "KubeconfigCryptoRetention")]
     pub kubeconfig_crypto_retention: KubeconfigCryptoRetention,
+    /// The first machine network: the only one lifecycle-agent 4.16–4.19 reads (post-pivot needs it
+    /// with a proxy and for the node-IP hint); 4.20+ reads `machine_networks` and falls back to it.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub machine_network: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub machine_networks: Vec<String>,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -119,6 +123,7 @@ impl SeedReconfiguration {
     pub fn build(inputs: &SiteInputs, id: &Identity<'_>) -> Result<Self> {
         let ic = &inputs.install_config;
         let ibc = &inputs.image_based_config;
+        let machine_networks = ic.machine_network_cidrs();
         let raw_nm_state_config = ibc
             .canonical_network_config()
             .context("rendering networkConfig as canonical nmstate YAML")?
@@ -138,7 +143,8 @@ impl SeedReconfiguration {
             infra_id: id.infra_id.to_string(),
             kubeadmin_password_hash: id.kubeadmin_password_hash.to_string(),
             kubeconfig_crypto_retention: crypto_retention(id.crypto),
-            machine_networks: ic.machine_network_cidrs(),
+            machine_network: machine_networks.first().cloned().unwrap_or_default(),
+            machine_networks,
             raw_nm_state_config,
             release_registry: ibc.release_registry.clone(),
             ssh_key: ic.ssh_key.clone(),

@@ -165,6 +165,7 @@ fn three_sites_end_to_end_with_isos_read_back() {
         m["a18"]["machine_networks"],
         serde_json::json!(["10.18.0.0/24"])
     );
+    assert_eq!(m["a18"]["machine_network"], "10.18.0.0/24");
     let nm = |s: &str| m[s]["raw_nm_state_config"].as_str().unwrap().to_string();
     assert!(
         nm("a17").contains("ip: 192.168.122.17") && nm("a17").contains("name: eth0"),

@@ -74,6 +74,8 @@ fn example_manifest_values() {
         m["machine_networks"],
         serde_json::json!(["192.168.122.0/23"])
     );
+    // Seeds 4.16-4.19 read only this one (lifecycle-agent-versions.md).
+    assert_eq!(m["machine_network"], "192.168.122.0/23");
     let chrony = m["chrony_config"].as_str().unwrap();
     assert!(
         chrony.starts_with("\npool 0.rhel.pool.ntp.org iburst\n"),
@@ -111,6 +113,23 @@ fn example_manifest_values() {
     // The password file's hash matches.
     let pw = fs::read_to_string(site.path().join("auth/kubeadmin-password")).unwrap();
     assert!(bcrypt::verify(&pw, hash).unwrap());
+}
+
+#[test]
+fn machine_network_is_the_first_cidr_of_a_dual_stack_site() {
+    let (_site, m) = build_example(|d| {
+        let p = d.join("install-config.yaml");
+        let t = fs::read_to_string(&p).unwrap().replace(
+            "    - cidr: 192.168.122.0/23\n",
+            "    - cidr: fd00:122::/64\n    - cidr: 192.168.122.0/23\n",
+        );
+        fs::write(&p, t).unwrap();
+    });
+    assert_eq!(
+        m["machine_networks"],
+        serde_json::json!(["fd00:122::/64", "192.168.122.0/23"])
+    );
+    assert_eq!(m["machine_network"], "fd00:122::/64");
 }
 
 fn assert_sorted(v: &serde_yaml_ng::Value, text: &str) {
