@@ -187,6 +187,18 @@ fn install_config_networking_rules() {
     let cases: &[(&str, &[&str])] = &[
         (
             "networking: {machineNetwork: [{cidr: 10.0.0.0/16}, {cidr: 10.1.0.0/16}]}",
+            &[
+                "networking.machineNetwork: 10.0.0.0/16 and 10.1.0.0/16 are both IPv4: give at most one machine network per IP family (lifecycle-agent 4.20+ requires one per node IP, of its family)",
+            ],
+        ),
+        (
+            "networking: {machineNetwork: [{cidr: 'fd00::/64'}, {cidr: 'fd01::/64'}]}",
+            &[
+                "networking.machineNetwork: fd00::/64 and fd01::/64 are both IPv6: give at most one machine network per IP family (lifecycle-agent 4.20+ requires one per node IP, of its family)",
+            ],
+        ),
+        (
+            "networking: {machineNetwork: [{cidr: 'fd00::/64'}, {cidr: 10.0.0.0/16}]}",
             &[],
         ),
         (

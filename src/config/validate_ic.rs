@@ -161,7 +161,8 @@ fn platform(f: &mut Findings, c: &InstallConfig) {
     }
 }
 
-/// Network type, machine networks (1 or 2, which lifecycle-agent matches against the node IPs) and CIDRs.
+/// Network type, machine networks (1 or 2, one per IP family, which lifecycle-agent matches against the
+/// node IPs) and CIDRs.
 fn networking(f: &mut Findings, c: &InstallConfig) {
     let net_type = c.network_type();
     if !matches!(net_type, "" | "OVNKubernetes") {
@@ -229,9 +230,39 @@ fn machine_networks(f: &mut Findings, n: &Networking) -> Vec<(String, Cidr)> {
         );
     }
     let entries = n.machine_network.iter().enumerate();
-    entries
+    let valid: Vec<(String, Cidr)> = entries
         .filter_map(|(i, e)| cidr(f, format!("{}.cidr", idx(field, i)), &e.cidr))
-        .collect()
+        .collect();
+    // More than two is already a finding; every pair among them would only repeat it.
+    if n.machine_network.len() <= 2 {
+        one_per_family(f, field, &valid);
+    }
+    valid
+}
+
+/// lifecycle-agent 4.20+ pairs machine network i with node IP i, families matching, and a node has at
+/// most one node IP per family: two networks of one family fail on the host with "machineNetworks
+/// count (2) must equal node IPs count (1)" (4.16–4.19 silently use the first).
+fn one_per_family(f: &mut Findings, field: &str, networks: &[(String, Cidr)]) {
+    for (i, (_, a)) in networks.iter().enumerate() {
+        let same = networks[i + 1..]
+            .iter()
+            .find(|(_, b)| b.addr.is_ipv4() == a.addr.is_ipv4());
+        if let Some((_, b)) = same {
+            f.add(
+                field,
+                format!(
+                    "{a} and {b} are both {}: give at most one machine network per IP family (lifecycle-agent 4.20+ requires one per node IP, of its family)",
+                    family(a)
+                ),
+            );
+        }
+    }
+}
+
+/// "IPv4" or "IPv6".
+pub(crate) fn family(c: &Cidr) -> &'static str {
+    if c.addr.is_ipv4() { "IPv4" } else { "IPv6" }
 }
 
 fn cidr(f: &mut Findings, field: String, value: &str) -> Option<(String, Cidr)> {
