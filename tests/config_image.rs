@@ -348,6 +348,30 @@ fn secrets_never_reach_the_log() {
     }
 }
 
+/// The installer's own fixture auth ("super-secret\n", not user:password) is accepted, as the installer
+/// accepts it, with a warning that names the registry and never the value; the value still reaches
+/// the manifest untouched.
+#[test]
+fn token_style_auth_is_accepted_with_a_warning_that_hides_it() {
+    let site = copy_example();
+    let ic = site.path().join("install-config.yaml");
+    let token = "c3VwZXItc2VjcmV0Cg==";
+    let text = fs::read_to_string(&ic)
+        .unwrap()
+        .replace("ZXhhbXBsZTpub3QtYS1yZWFsLXBhc3N3b3Jk", token);
+    fs::write(&ic, text).unwrap();
+    let out = config_image(site.path(), &["--log-level", "trace"]);
+    assert_ok(&out);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains(r#"pullSecret: the auth of "registry.edge.example.com:5000" is not base64 of "user:password""#),
+        "{log}"
+    );
+    assert!(!log.contains(token), "{log}");
+    let m = manifest_of(site.path());
+    assert!(m["pull_secret"].as_str().unwrap().contains(token));
+}
+
 #[test]
 fn config_template_is_private_and_not_clobbered() {
     let dir = tempfile::tempdir().unwrap();

@@ -12,8 +12,10 @@ use super::net::{is_dns1123_subdomain, is_no_proxy_element, parse_proxy_url};
 use super::refs::check_repository;
 use super::sshkey::check_authorized_keys;
 
-/// `pullSecret`: JSON with a non-empty `auths` map whose entries have `auth` or `credsStore`; an `auth` is
-/// base64 of `user:password`.
+/// `pullSecret`: what the installer accepts: JSON with a non-empty `auths` map whose entries have `auth`
+/// (a string) or `credsStore`. An `auth` that is not base64 of `user:password` (a registry token, the
+/// installer's own test fixture) is accepted with a warning naming the registry, never the value: the
+/// container tools on the host cannot log in with it.
 pub(crate) fn pull_secret(f: &mut Findings, field: &str, value: &str) {
     if value.trim().is_empty() {
         f.add(
@@ -51,21 +53,29 @@ fn pull_secret_entry(f: &mut Findings, field: &str, registry: &str, entry: &serd
         );
         return;
     }
-    let Some(auth) = auth else { return };
-    let decoded = auth
-        .as_str()
-        .and_then(|a| openssl::base64::decode_block(a).ok())
-        .and_then(|b| String::from_utf8(b).ok());
-    let user = decoded
-        .as_deref()
-        .and_then(|d| d.split_once(':'))
-        .map(|(user, _)| user);
-    if user.is_none_or(str::is_empty) {
-        f.add(
+    match auth {
+        None => {}
+        // The installer decodes the entry into a Go string: anything else fails there too.
+        Some(a) if !a.is_string() => {
+            f.add(field, format!("the auth of {registry:?} must be a string"));
+        }
+        Some(a) if !is_user_password(a.as_str().unwrap_or_default()) => f.warn(
             field,
-            format!("the auth of {registry:?} must be base64 of \"user:password\""),
-        );
+            format!(
+                "the auth of {registry:?} is not base64 of \"user:password\": accepted, as the installer does, \
+                 but podman, skopeo and lca-cli cannot log in to {registry:?} with it"
+            ),
+        ),
+        Some(_) => {}
     }
+}
+
+/// Base64 of UTF-8 `user:password` with a non-empty user: what containers/image can log in with.
+fn is_user_password(auth: &str) -> bool {
+    openssl::base64::decode_block(auth)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .is_some_and(|d| d.split_once(':').is_some_and(|(user, _)| !user.is_empty()))
 }
 
 /// `sshKey`: optional; every non-empty line must be an authorized_keys public key.
