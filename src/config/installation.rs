@@ -21,7 +21,7 @@ use super::finding::{Finding, Findings, ValidationError, decode_strict, idx};
 use super::install_config::{ImageDigestSource, Proxy};
 use super::net::{is_registry_host, split_host_port};
 use super::refs::check_pull_spec;
-use super::{load_input, nmstate_check, rules};
+use super::{lca_versions, load_input, nmstate_check, rules};
 
 /// The input file of `ibi create image`, named as `openshift-install image-based create image` names it.
 pub const IMAGE_BASED_INSTALLATION_CONFIG_FILE: &str = "image-based-installation-config.yaml";
@@ -246,6 +246,7 @@ pub fn validate_installation_config(c: &InstallationConfig) -> (Vec<Finding>, Ve
     release_registry(&mut f, &c.release_registry);
     live_kernel_args(&mut f, &c.live_kernel_args);
     host_agent(&mut f, c.host_agent.as_deref(), &c.host_agent_image);
+    lca_versions::check(&mut f, c);
     precache(&mut f, c);
     f.into_parts()
 }

@@ -8,9 +8,11 @@ use super::*;
 
 const PULL_SECRET: &str = r#"{"auths":{"quay.io":{"auth":"dXNlcjpwYXNz"}}}"#;
 
+/// A 4.20 seed's lca-cli honours every key, so each field rule is tested alone; older seeds are in
+/// `seed_version_rules`.
 fn base() -> String {
     format!(
-        "seedImage: quay.io/openshift-kni/seed-image:4.16.0\nseedVersion: 4.16.0\n\
+        "seedImage: quay.io/openshift-kni/seed-image:4.20.0\nseedVersion: 4.20.0\n\
          installationDisk: /dev/vda\npullSecret: '{PULL_SECRET}'\n"
     )
 }
@@ -269,6 +271,76 @@ fn other_field_rules() {
             ],
         ),
     ]);
+}
+
+/// With `hostAgent: lca` the seed's lca-cli reads the file: keys it predates are refused, naming the
+/// field, the seed's version and the first version that honours the key (lca_versions::VERSIONED_KEYS).
+#[test]
+fn seed_version_rules() {
+    let args = "coreosInstallerArgs: [--save-partindex, '6']";
+    let registry = "releaseRegistry: mirror.example.com:5000";
+    let refused = |field: &str, seed: &str, older: &str, since: &str| {
+        format!(
+            "{field}: the seed is {seed} (seedVersion), whose lca-cli ignores this key and {older}; lca-cli honours it from {since} on: remove it, use a seed of {since} or later, or set hostAgent: ibi"
+        )
+    };
+    let no_args = |seed| {
+        refused(
+            "coreosInstallerArgs",
+            seed,
+            "runs `coreos-installer install <disk>` with no extra arguments",
+            "4.18",
+        )
+    };
+    let no_registry = |seed| {
+        refused(
+            "releaseRegistry",
+            seed,
+            "precaches from the seed's own registry",
+            "4.17",
+        )
+    };
+    let cases: Vec<(String, Vec<String>)> = vec![
+        (
+            format!("{{seedVersion: 4.16.0, {args}, {registry}}}"),
+            vec![no_registry("4.16.0"), no_args("4.16.0")],
+        ),
+        (
+            format!("{{seedVersion: 4.17.5, {args}, {registry}}}"),
+            vec![no_args("4.17.5")],
+        ),
+        (
+            format!("{{seedVersion: 4.18.0-rc.1, {args}, {registry}}}"),
+            vec![],
+        ),
+        (
+            format!("{{seedVersion: 4.20.0, {args}, {registry}}}"),
+            vec![],
+        ),
+        ("{seedVersion: 4.16.0}".to_string(), vec![]),
+        // Our agent honours both keys whatever the seed.
+        (
+            format!(
+                "{{seedVersion: 4.16.0, {args}, {registry}, hostAgent: ibi, hostAgentImage: 'quay.io/kni/ibi:4.16'}}"
+            ),
+            vec![],
+        ),
+    ];
+    for (patch, want) in &cases {
+        let want: Vec<String> = want
+            .iter()
+            .map(|w| format!("{IMAGE_BASED_INSTALLATION_CONFIG_FILE}: {w}"))
+            .collect();
+        assert_eq!(run(patch).0, want, "patch: {patch}");
+    }
+    let (f, w) = run(&format!("{{seedVersion: latest, {registry}}}"));
+    assert!(f.is_empty(), "{f:?}");
+    assert_eq!(
+        w,
+        [format!(
+            "{IMAGE_BASED_INSTALLATION_CONFIG_FILE}: releaseRegistry: seedVersion \"latest\" is not an OpenShift version, so ibi cannot tell whether the seed's lca-cli honours this key (it does from 4.17 on)"
+        )]
+    );
 }
 
 #[test]
@@ -569,7 +641,7 @@ fn load_reads_config_and_post_sh() {
         base().as_bytes(),
     );
     let inputs = load_installation_inputs(tmp.path()).unwrap();
-    assert_eq!(inputs.config.seed_version, "4.16.0");
+    assert_eq!(inputs.config.seed_version, "4.20.0");
     assert_eq!(inputs.post_sh, None);
     assert!(inputs.warnings.is_empty());
 

@@ -16,6 +16,7 @@ mod installation;
 mod installation_template;
 mod inventory;
 mod inventory_render;
+mod lca_versions;
 mod manifests;
 mod net;
 mod nmstate_check;
@@ -47,6 +48,10 @@ pub use installation::{
 pub use installation_template::IMAGE_BASED_INSTALLATION_CONFIG_TEMPLATE;
 pub use inventory::{Inventory, Nic, SiteEntry, load_inventory, parse_inventory};
 pub use inventory_render::{FleetBase, SiteFiles, check_site, load_fleet_base};
+pub use lca_versions::{
+    MinorVersion, VERSIONED_KEYS, VersionedKey, markdown_table as versioned_keys_table,
+    parse_minor_version,
+};
 pub use manifests::{ExtraManifest, load_extra_manifests};
 pub use template::IMAGE_BASED_CONFIG_TEMPLATE;
 pub use validate_ic::validate_install_config;
