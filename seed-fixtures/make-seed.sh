@@ -12,6 +12,13 @@
 #   SEED_FORMAT_VERSION (4)  SEED_OCP_VERSION (4.16.0)  SEED_ARCH (amd64)
 #   SEED_MOUNT_TARGET (/dev/disk/by-partlabel/var-lib-containers)  SEED_TAG (= SEED_OCP_VERSION)
 #   SEED_INDEX (0; 1 wraps the manifest in an image index with its platform)
+# and, for the seed_cluster_info label (the same JSON as /manifest.json and var/seed_data/manifest.json):
+#   SEED_INFO_SHAPE (4.20: node_ips and machine_networks lists, as lifecycle-agent 4.20+ writes them;
+#                    4.16: one node_ip string and no machine_networks, as 4.16-4.19 write them)
+#   SEED_NODE_IPS (192.168.126.10; comma-separated, one only with shape 4.16)
+#   SEED_MACHINE_NETWORKS (192.168.126.0/24; comma-separated; empty omits the key; shape 4.20 only)
+#   SEED_HAS_PROXY (false)  SEED_HAS_FIPS (false; also the MachineConfig's spec.fips)
+# The defaults give the checked-in seed/ byte for byte.
 set -euo pipefail
 export LC_ALL=C TZ=UTC
 umask 022
@@ -24,6 +31,41 @@ arch=${SEED_ARCH:-amd64}
 mount_target=${SEED_MOUNT_TARGET-/dev/disk/by-partlabel/var-lib-containers}
 tag=${SEED_TAG:-$ocp_version}
 with_index=${SEED_INDEX:-0}
+info_shape=${SEED_INFO_SHAPE:-4.20}
+node_ips=${SEED_NODE_IPS:-192.168.126.10}
+machine_networks=${SEED_MACHINE_NETWORKS-192.168.126.0/24}
+has_proxy=${SEED_HAS_PROXY:-false}
+has_fips=${SEED_HAS_FIPS:-false}
+
+die() {
+    echo "$0: $*" >&2
+    exit 2
+}
+for flag in "$has_proxy" "$has_fips"; do
+    case $flag in true | false) ;; *) die "SEED_HAS_PROXY and SEED_HAS_FIPS are true or false, not '$flag'" ;; esac
+done
+# json_list "a,b": ["a","b"] (the values are addresses and CIDRs: nothing to escape).
+json_list() {
+    local out='' v
+    local IFS=,
+    for v in $1; do
+        out+=${out:+,}'"'$v'"'
+    done
+    printf '[%s]' "$out"
+}
+case $info_shape in
+4.20)
+    node_key='"node_ips":'$(json_list "$node_ips")
+    networks_key=${machine_networks:+',"machine_networks":'$(json_list "$machine_networks")}
+    ;;
+4.16)
+    case $node_ips in *,*) die "a 4.16-4.19 seed has one node_ip, not '$node_ips'" ;; esac
+    [ "${SEED_MACHINE_NETWORKS-}" = "" ] || die "a 4.16-4.19 seed has no machine_networks"
+    node_key='"node_ip":"'$node_ips'"'
+    networks_key=''
+    ;;
+*) die "SEED_INFO_SHAPE is 4.20 or 4.16, not '$info_shape'" ;;
+esac
 
 mtime=2024-05-14T00:00:00Z
 checksum=3f2a9c0d1e4b5a6978812c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f6071
@@ -52,11 +94,12 @@ root=$work/root
 mkdir -p "$root"
 
 # --- SeedClusterInfo, the same compact JSON in /manifest.json, var/seed_data and the label -------------
-cluster_info='{"seed_cluster_ocp_version":"'$ocp_version'","base_domain":"seed.example.com","cluster_name":"seed","node_ips":["192.168.126.10"],"release_registry":"quay.io","sno_hostname":"seed-node","recert_image_pull_spec":"quay.io/edge-infrastructure/recert:v0","has_proxy":false,"has_fips":false,"additionalTrustBundle":{"hasUserCaBundle":false,"proxyConfigmapName":""}'
+# Keys in SeedClusterInfo's declaration order, omitempty as Go's encoding/json applies it.
+cluster_info='{"seed_cluster_ocp_version":"'$ocp_version'","base_domain":"seed.example.com","cluster_name":"seed",'$node_key',"release_registry":"quay.io","sno_hostname":"seed-node","recert_image_pull_spec":"quay.io/edge-infrastructure/recert:v0","has_proxy":'$has_proxy',"has_fips":'$has_fips',"additionalTrustBundle":{"hasUserCaBundle":false,"proxyConfigmapName":""}'
 if [ -n "$mount_target" ]; then
     cluster_info+=',"container_storage_mountpoint_target":"'$mount_target'"'
 fi
-cluster_info+=',"ingress_certificate_cn":"ingress-operator@1715644800","machine_networks":["192.168.126.0/24"]}'
+cluster_info+=',"ingress_certificate_cn":"ingress-operator@1715644800"'$networks_key'}'
 printf '%s' "$cluster_info" >"$root/manifest.json"
 
 lca_cli='#!/bin/sh
@@ -105,7 +148,7 @@ cat >"$root/rpm-ostree.json" <<JSON
 {"deployments":[{"id":"$osname-$checksum.0","osname":"$osname","serial":0,"checksum":"$checksum","version":"416.94.202405140000-0","booted":true,"staged":false,"pinned":false}],"transaction":null,"cached-update":null}
 JSON
 cat >"$root/mco-currentconfig.json" <<JSON
-{"apiVersion":"machineconfiguration.openshift.io/v1","kind":"MachineConfig","metadata":{"name":"rendered-master-fixture"},"spec":{"config":{"ignition":{"version":"3.2.0"}},"fips":false,"kernelArguments":["ibi-fixture=1"],"osImageURL":""}}
+{"apiVersion":"machineconfiguration.openshift.io/v1","kind":"MachineConfig","metadata":{"name":"rendered-master-fixture"},"spec":{"config":{"ignition":{"version":"3.2.0"}},"fips":$has_fips,"kernelArguments":["ibi-fixture=1"],"osImageURL":""}}
 JSON
 printf '[origin]\ncontainer-image=ostree-unverified-registry:quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:%s\n' \
     3333333333333333333333333333333333333333333333333333333333333333 >"$root/ostree-$checksum.0.origin"

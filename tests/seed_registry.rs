@@ -7,7 +7,7 @@ mod common_registry;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use common_registry::{TestRegistry, fixture_seed, have_tools, make_seed};
+use common_registry::{TestRegistry, fixture_seed, have_tools, make_seed, versioned_seed};
 use ibi::config::ImageDigestSource;
 use ibi::registry::{RegistryError, RegistryOptions, parse_pull_secret};
 use ibi::seed::{
@@ -157,6 +157,53 @@ fn partition_label_mismatch() {
             r#"extraPartitionLabel "varlibcontainers" differs from the seed's partition label "var-lib-containers" (container_storage_mountpoint_target "/dev/disk/by-partlabel/var-lib-containers")"#.into()
         )
     );
+}
+
+/// The generator writes seed_cluster_info as each lifecycle-agent release does: 4.16-4.19 one node_ip
+/// string and no machine_networks, 4.20 the lists; has_proxy and has_fips as asked. Read offline.
+#[test]
+fn generated_seeds_carry_each_versions_label_shape() {
+    for version in ["4.16.0", "4.17.3", "4.18.1", "4.20.0"] {
+        let vars = [("SEED_HAS_PROXY", "true"), ("SEED_HAS_FIPS", "true")];
+        let seed = versioned_seed(version, &vars);
+        let info = inspect(
+            &format!("oci:{}:{version}", seed.path().join("seed").display()),
+            &RegistryOptions::default(),
+        );
+        let label: serde_json::Value =
+            serde_json::from_str(&info.labels[SEED_CLUSTER_INFO_LABEL]).expect("label JSON");
+        let ci = info.cluster_info.expect("decoded");
+        assert_eq!(ci.seed_cluster_ocp_version, version);
+        assert!(ci.has_proxy && ci.has_fips, "{version}");
+        if version == "4.20.0" {
+            assert_eq!(label["node_ips"], serde_json::json!(["192.168.126.10"]));
+            assert_eq!(
+                label["machine_networks"],
+                serde_json::json!(["192.168.126.0/24"])
+            );
+            assert!(label.get("node_ip").is_none());
+        } else {
+            assert_eq!(label["node_ip"], "192.168.126.10", "{version}");
+            assert!(
+                label.get("node_ips").is_none() && label.get("machine_networks").is_none(),
+                "{version}: {label}"
+            );
+        }
+    }
+    let dual = versioned_seed(
+        "4.20.0",
+        &[
+            ("SEED_NODE_IPS", "192.168.126.10,fd00::10"),
+            ("SEED_MACHINE_NETWORKS", "192.168.126.0/24,fd00::/64"),
+        ],
+    );
+    let info = inspect(
+        &format!("oci:{}:4.20.0", dual.path().join("seed").display()),
+        &RegistryOptions::default(),
+    );
+    let ci = info.cluster_info.expect("decoded");
+    assert_eq!(ci.node_ips, ["192.168.126.10", "fd00::10"]);
+    assert_eq!(ci.machine_networks, ["192.168.126.0/24", "fd00::/64"]);
 }
 
 #[test]

@@ -59,6 +59,28 @@ pub fn make_seed(vars: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
+/// The first lifecycle-agent release whose seed_cluster_info carries the node_ips and machine_networks
+/// lists; older ones write one node_ip string (lifecycle-agent-versions.md).
+pub const LISTS_SINCE_MINOR: u32 = 20;
+
+/// A seed of OpenShift `version` (tag = version) whose seed_cluster_info has the shape that version's
+/// lifecycle-agent writes, plus `vars` (SEED_HAS_PROXY, SEED_NODE_IPS, …); the layout is `dir/seed`.
+pub fn versioned_seed(version: &str, vars: &[(&str, &str)]) -> tempfile::TempDir {
+    let minor: u32 = version
+        .split('.')
+        .nth(1)
+        .and_then(|m| m.parse().ok())
+        .expect("version 4.N.x");
+    let shape = if minor < LISTS_SINCE_MINOR {
+        "4.16"
+    } else {
+        "4.20"
+    };
+    let mut all = vec![("SEED_OCP_VERSION", version), ("SEED_INFO_SHAPE", shape)];
+    all.extend_from_slice(vars);
+    make_seed(&all)
+}
+
 /// A running registry; dropped, it is stopped and its storage removed.
 pub struct TestRegistry {
     child: Child,
