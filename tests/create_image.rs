@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use common_registry::{TestRegistry, fixture_seed, have_tools};
+use common_registry::{TestRegistry, fixture_seed, have_tools, versioned_seed};
 use ibi::live_iso::synthetic::{IgnitionLayout, SyntheticIso};
 use serde_json::Value;
 
@@ -453,4 +453,79 @@ fn host_agent_ibi_without_an_image_is_a_finding() {
         "{err}"
     );
     assert!(!site.path().join("rhcos-ibi.iso").exists());
+}
+
+/// The example config on a generated seed of `version` (its seedImage and seedVersion), plus `extra`.
+fn versioned_site(seed: &Path, version: &str, extra: &str) -> tempfile::TempDir {
+    site(|t| {
+        let t = t
+            .replace(
+                &format!("oci:{}:4.16.0", fixture_seed().display()),
+                &format!("oci:{}:{version}", seed.display()),
+            )
+            .replace("seedVersion: 4.16.0", &format!("seedVersion: {version}"));
+        format!("{t}{extra}")
+    })
+}
+
+/// coreosInstallerArgs (first in lifecycle-agent 4.18) and releaseRegistry (4.17) against seeds of
+/// 4.16, 4.17, 4.18 and 4.20 from the generator: with hostAgent: lca the keys a seed's lca-cli would
+/// drop are refused, naming the field, the seed's version and the first version; nothing is written.
+/// With hostAgent: ibi both reach ibi-configuration.json whatever the seed.
+#[test]
+fn keys_the_seeds_lca_cli_predates_are_refused() {
+    const KEYS: &str =
+        "coreosInstallerArgs: [--save-partindex, '6']\nreleaseRegistry: mirror.example.com:5000\n";
+    let cases: [(&str, &[&str]); 4] = [
+        ("4.16.0", &["releaseRegistry", "coreosInstallerArgs"]),
+        ("4.17.0", &["coreosInstallerArgs"]),
+        ("4.18.0", &[]),
+        ("4.20.0", &[]),
+    ];
+    for (version, refused) in cases {
+        let seed = versioned_seed(version, &[]);
+        let layout = seed.path().join("seed");
+        for agent in [
+            "",
+            "hostAgent: ibi\nhostAgentImage: quay.io/openshift-kni/ibi:4.20\n",
+        ] {
+            let site = versioned_site(&layout, version, &format!("{KEYS}{agent}"));
+            let base = base_iso(
+                site.path(),
+                &SyntheticIso::new(IgnitionLayout::WholeFile, true),
+            );
+            let out = create_image(site.path(), &base, &[]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            let iso = site.path().join("rhcos-ibi.iso");
+            if agent.is_empty() && !refused.is_empty() {
+                assert_eq!(out.status.code(), Some(1), "{version}: {err}");
+                for field in refused {
+                    let since = if *field == "releaseRegistry" {
+                        "4.17"
+                    } else {
+                        "4.18"
+                    };
+                    let want = format!(
+                        "error: {CONFIG}: {field}: the seed is {version} (seedVersion), whose lca-cli ignores this key"
+                    );
+                    assert!(err.contains(&want), "{version}: {err}");
+                    assert!(
+                        err.contains(&format!("lca-cli honours it from {since} on")),
+                        "{err}"
+                    );
+                }
+                assert_eq!(err.matches("error: ").count(), refused.len(), "{err}");
+                assert!(!iso.exists(), "{version}: nothing is written");
+                continue;
+            }
+            assert_ok(&out);
+            let cfg = ibi_configuration(&our_ignition(&iso));
+            assert_eq!(cfg["seedVersion"], version);
+            assert_eq!(
+                cfg["coreosInstallerArgs"],
+                serde_json::json!(["--save-partindex", "6"])
+            );
+            assert_eq!(cfg["releaseRegistry"], "mirror.example.com:5000");
+        }
+    }
 }
