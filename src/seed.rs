@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::InstallationConfig;
+use crate::config::{ImageDigestSource, InstallConfig, InstallationConfig};
 use crate::registry::{self, ImageReference, RegistryOptions};
 
 /// The seed format label; lifecycle-agent's IBU prep handler requires [`SEED_FORMAT_VERSION`] exactly.
@@ -211,15 +211,43 @@ pub fn registry_options(
     config: &InstallationConfig,
     insecure_registries: Vec<String>,
 ) -> Result<RegistryOptions, String> {
-    let pull_secret = match config.pull_secret.trim() {
+    registry_access(
+        &config.pull_secret,
+        config.image_digest_sources(),
+        &config.additional_trust_bundle,
+        insecure_registries,
+    )
+}
+
+/// The same registry access from a site's install-config.yaml, for `create config-image --seed`: its
+/// pull secret, `imageDigestSources` (or the upconverted `imageContentSources`) and trust bundle.
+pub fn site_registry_options(
+    config: &InstallConfig,
+    insecure_registries: Vec<String>,
+) -> Result<RegistryOptions, String> {
+    registry_access(
+        &config.pull_secret,
+        &config.image_digest_sources().unwrap_or_default(),
+        &config.additional_trust_bundle,
+        insecure_registries,
+    )
+}
+
+fn registry_access(
+    pull_secret: &str,
+    image_digest_sources: &[ImageDigestSource],
+    additional_trust_bundle: &str,
+    insecure_registries: Vec<String>,
+) -> Result<RegistryOptions, String> {
+    let pull_secret = match pull_secret.trim() {
         "" => None,
         text => Some(registry::parse_pull_secret(text)?),
     };
-    let bundle = &config.additional_trust_bundle;
+    let bundle = additional_trust_bundle;
     Ok(RegistryOptions {
         pull_secret,
-        image_digest_sources: config.image_digest_sources().to_vec(),
-        additional_trust_bundle: (!bundle.trim().is_empty()).then(|| bundle.clone()),
+        image_digest_sources: image_digest_sources.to_vec(),
+        additional_trust_bundle: (!bundle.trim().is_empty()).then(|| bundle.to_string()),
         insecure_registries,
         timeout: None,
     })
