@@ -75,6 +75,14 @@ pub struct CreateConfigImageOpts {
     /// DIR/sites/<site>/, from the shared inputs in DIR; see docs/batch.md
     #[arg(long, value_name = "INVENTORY", conflicts_with = "rotate_crypto")]
     pub sites: Option<PathBuf>,
+    /// Check each site against this seed image before writing anything: what its lifecycle-agent would
+    /// refuse on the host (proxy, FIPS, machine networks and node IPs). REF as seedImage takes it: a
+    /// registry reference or oci:PATH[:TAG]; see docs/config-image.md
+    #[arg(long, value_name = "REF")]
+    pub seed: Option<String>,
+    /// Registry served over plain HTTP (repeatable) when reading --seed
+    #[arg(long, value_name = "HOST[:PORT]", requires = "seed")]
+    pub insecure_registry: Vec<String>,
 }
 
 #[derive(Debug, Args)]

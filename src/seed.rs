@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::{ImageDigestSource, InstallConfig, InstallationConfig};
 use crate::registry::{self, ImageReference, RegistryOptions};
 
+pub mod preflight;
+
 /// The seed format label; lifecycle-agent's IBU prep handler requires [`SEED_FORMAT_VERSION`] exactly.
 pub const SEED_FORMAT_VERSION_LABEL: &str = "com.openshift.lifecycle-agent.seed_format_version";
 /// The label holding the compact `SeedClusterInfo` JSON (the seed's `/manifest.json`, byte for byte).

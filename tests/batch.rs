@@ -4,6 +4,7 @@
 //! good ones, inventory errors that write nothing, and the CSV form.
 
 mod common;
+mod common_registry;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::*;
+use common_registry::versioned_seed;
 use ibi::iso9660::IsoReader;
 use serde_json::Value;
 
@@ -581,4 +583,38 @@ fn secrets_stay_out_of_the_debug_log() {
     ] {
         assert!(!log.contains(needle), "{needle} logged");
     }
+}
+
+/// `--seed` applies to every site: against a seed with a proxy every site of the proxy-less fleet is
+/// refused with the seed's value and nothing of theirs is written; against a fitting seed they build,
+/// a re-run is unchanged, and another seed re-checks (and rebuilds) every site.
+#[test]
+fn seed_preflight_applies_to_every_site() {
+    let base = copy_fleet();
+    // Runs the fleet against a generated seed; every site must end with `result`.
+    let run = |seed: &tempfile::TempDir, version: &str, result: &str| {
+        let reference = format!("oci:{}:{version}", seed.path().join("seed").display());
+        let out = batch(base.path(), "sites.yaml", &["--seed", &reference]);
+        let want: Vec<(&str, &str)> = SITES.iter().map(|s| (*s, result)).collect();
+        expect_results(&out, &want);
+        out
+    };
+    let out = run(
+        &versioned_seed("4.18.0", &[("SEED_HAS_PROXY", "true")]),
+        "4.18.0",
+        "failed",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    for site in SITES {
+        let want = format!(
+            "error: site {site}: install-config.yaml: proxy: is not set, but the seed has a proxy (seed_cluster_info has_proxy: true)"
+        );
+        assert!(stderr(&out).contains(&want), "{}", stderr(&out));
+        let dir = base.path().join("sites").join(site);
+        assert!(!dir.join("imagebasedconfig.iso").exists() && !dir.join(".ibi").exists());
+    }
+    let seed = versioned_seed("4.18.0", &[]);
+    run(&seed, "4.18.0", "created");
+    run(&seed, "4.18.0", "unchanged");
+    run(&versioned_seed("4.20.0", &[]), "4.20.0", "updated");
 }

@@ -21,7 +21,9 @@ use std::thread;
 use anyhow::{Context, Result, bail};
 use tracing::warn;
 
-use super::create_config_image::{self, AUTH_DIR, KUBEADMIN_PASSWORD_FILE, KUBECONFIG_FILE};
+use super::create_config_image::{
+    self, AUTH_DIR, KUBEADMIN_PASSWORD_FILE, KUBECONFIG_FILE, SeedOption,
+};
 use crate::batch_state::{self, Fingerprint};
 use crate::config::{
     self, EXTRA_MANIFESTS_DIR, ExtraManifest, Finding, FleetBase, SiteEntry, SiteFiles,
@@ -29,6 +31,7 @@ use crate::config::{
 };
 use crate::config_iso::ISO_FILE_NAME;
 use crate::pki;
+use crate::seed::preflight::{self, SiteSeed};
 use crate::site::{self, Origin};
 use crate::util::progress;
 
@@ -38,6 +41,8 @@ pub const SITES_DIR: &str = "sites";
 const SITE_DIR_MODE: u32 = 0o755;
 /// SOURCE_DATE_EPOCH fixes every date in the ISO, so it is an input of the outputs.
 const SOURCE_DATE_EPOCH: &str = "SOURCE_DATE_EPOCH";
+/// The fingerprint entry of `--seed`'s digest (not a file name, so it cannot clash with one).
+const SEED_FINGERPRINT_KEY: &str = "--seed";
 
 /// Everything the run reads before it builds a site, all checked.
 struct Plan {
@@ -49,6 +54,8 @@ struct Plan {
     /// The outputs the batch record covers, relative to a site directory.
     outputs: Vec<String>,
     source_date_epoch: Option<String>,
+    /// `--seed`, read once: every site is checked against it.
+    seed: Option<SiteSeed>,
 }
 
 /// What happened to one site.
@@ -77,8 +84,8 @@ impl Status {
 /// One site's result: its status, or why it failed.
 type Outcome = Result<Status>;
 
-pub fn run(base_dir: &Path, inventory: &Path) -> Result<()> {
-    let plan = load_plan(base_dir, inventory)?;
+pub fn run(base_dir: &Path, inventory: &Path, seed: Option<&SeedOption>) -> Result<()> {
+    let plan = load_plan(base_dir, inventory, seed)?;
     let outcomes = build_all(&plan);
     let mut failed = 0;
     let mut rows = Vec::with_capacity(plan.sites.len());
@@ -111,8 +118,9 @@ pub fn run(base_dir: &Path, inventory: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Reads the inventory, the base and the extra manifests; their findings are reported together.
-fn load_plan(base_dir: &Path, inventory: &Path) -> Result<Plan> {
+/// Reads the inventory, the base and the extra manifests (their findings are reported together),
+/// then the seed of `--seed`, before any site is built.
+fn load_plan(base_dir: &Path, inventory: &Path, seed: Option<&SeedOption>) -> Result<Plan> {
     let mut findings = Vec::new();
     let sites = findings_into(config::load_inventory(inventory), &mut findings)?;
     let base = findings_into(config::load_fleet_base(base_dir), &mut findings)?;
@@ -128,6 +136,10 @@ fn load_plan(base_dir: &Path, inventory: &Path) -> Result<Plan> {
     if !findings.is_empty() {
         return Err(ValidationError { findings }.into());
     }
+    let seed = match seed {
+        Some(s) => Some(s.read(&base.install_config()?)?),
+        None => None,
+    };
     let identity = site::identity_path(Path::new(""));
     let outputs = [
         PathBuf::from(ISO_FILE_NAME),
@@ -146,6 +158,7 @@ fn load_plan(base_dir: &Path, inventory: &Path) -> Result<Plan> {
         sites_dir: base_dir.join(SITES_DIR),
         outputs,
         source_date_epoch: std::env::var(SOURCE_DATE_EPOCH).ok(),
+        seed,
     })
 }
 
@@ -183,6 +196,10 @@ impl Plan {
         }
         if let Some(epoch) = &self.source_date_epoch {
             fp.add(SOURCE_DATE_EPOCH, epoch.as_bytes());
+        }
+        // A site last built unchecked, or against another seed, is checked (and rebuilt) again.
+        if let Some(seed) = &self.seed {
+            fp.add(SEED_FINGERPRINT_KEY, seed.digest.as_bytes());
         }
         fp.hex()
     }
@@ -263,7 +280,13 @@ fn build_site(
         &files.image_based_config,
         plan.manifests.clone(),
     )?;
-    let findings = config::check_site(&plan.inventory_file, site, &inputs);
+    let mut findings = config::check_site(&plan.inventory_file, site, &inputs);
+    if let Some(seed) = &plan.seed {
+        findings.extend(preflight::check_site(
+            &seed.cluster_info,
+            &inputs.install_config,
+        ));
+    }
     if !findings.is_empty() {
         return Err(ValidationError { findings }.into());
     }

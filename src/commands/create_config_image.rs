@@ -12,10 +12,11 @@ use anyhow::{Context, Result, bail};
 use tracing::{info, warn};
 
 use crate::cli::CreateConfigImageOpts;
-use crate::config::{self, SiteInputs};
+use crate::config::{self, InstallConfig, SiteInputs, ValidationError};
 use crate::config_iso::{self, ConfigIsoContent};
 use crate::pki;
 use crate::reconfig::{self, SeedReconfiguration};
+use crate::seed::preflight::{self, SiteSeed};
 use crate::site::{self, Origin};
 use crate::util::fs::{Clobber, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, write_atomic};
 
@@ -32,8 +33,34 @@ pub struct Outputs {
     pub identity: Origin,
 }
 
+/// `--seed` and how to reach it: the seed every site is checked against before anything is written.
+#[derive(Debug, Clone)]
+pub struct SeedOption {
+    pub reference: String,
+    pub insecure_registries: Vec<String>,
+}
+
+impl SeedOption {
+    pub fn from_opts(opts: &CreateConfigImageOpts) -> Option<SeedOption> {
+        opts.seed.as_ref().map(|reference| SeedOption {
+            reference: reference.clone(),
+            insecure_registries: opts.insecure_registry.clone(),
+        })
+    }
+
+    /// Reads the seed with the registry access `install_config` describes.
+    pub fn read(&self, install_config: &InstallConfig) -> Result<SiteSeed> {
+        preflight::read_site_seed(
+            &self.reference,
+            install_config,
+            self.insecure_registries.clone(),
+        )
+    }
+}
+
 pub fn run(opts: &CreateConfigImageOpts) -> Result<()> {
-    let out = build(&opts.dir.dir, opts.rotate_crypto)?;
+    let seed = SeedOption::from_opts(opts);
+    let out = build_checked(&opts.dir.dir, opts.rotate_crypto, seed.as_ref())?;
     info!(dir = %opts.dir.dir.display(), identity = ?out.identity, "Config-Image created");
     for p in [&out.iso, &out.kubeconfig, &out.kubeadmin_password] {
         println!("{}", p.display());
@@ -50,11 +77,33 @@ struct Rendered {
 
 /// Builds one site's outputs in `dir`.
 pub fn build(dir: &Path, rotate_crypto: bool) -> Result<Outputs> {
+    build_checked(dir, rotate_crypto, None)
+}
+
+/// Builds one site's outputs in `dir`, after checking the site against `seed` when given.
+pub fn build_checked(
+    dir: &Path,
+    rotate_crypto: bool,
+    seed: Option<&SeedOption>,
+) -> Result<Outputs> {
     let inputs = config::load_site_inputs(dir)?;
     for w in &inputs.warnings {
         warn!("{w}");
     }
+    if let Some(seed) = seed {
+        check_against_seed(&seed.read(&inputs.install_config)?, &inputs)?;
+    }
     build_from(dir, &inputs, rotate_crypto, pki::all_cores())
+}
+
+/// What the seed's post-pivot would refuse, as findings (every one at once).
+pub fn check_against_seed(seed: &SiteSeed, inputs: &SiteInputs) -> Result<()> {
+    let findings = preflight::check_site(&seed.cluster_info, &inputs.install_config);
+    if findings.is_empty() {
+        info!(seed = %seed.reference, "the site fits the seed");
+        return Ok(());
+    }
+    Err(ValidationError { findings }.into())
 }
 
 /// Builds one site's outputs in `dir` from inputs already loaded and validated (the batch mode

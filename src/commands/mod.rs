@@ -20,7 +20,11 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Create(CreateCommand::ConfigTemplate(o)) => create_config_template::run(&o),
         Command::Create(CreateCommand::ConfigImage(o)) => match &o.sites {
-            Some(inventory) => create_config_batch::run(&o.dir.dir, inventory),
+            Some(inventory) => create_config_batch::run(
+                &o.dir.dir,
+                inventory,
+                create_config_image::SeedOption::from_opts(&o).as_ref(),
+            ),
             None => create_config_image::run(&o),
         },
         Command::Create(CreateCommand::ImageConfigTemplate(o)) => {

@@ -16,8 +16,8 @@ use super::finding::{Finding, Findings, ValidationError};
 use super::inventory::{Nic, SiteEntry, nic_address};
 use super::net::Cidr;
 use super::{
-    IMAGE_BASED_CONFIG_FILE, INSTALL_CONFIG_FILE, SiteInputs, parse_image_based_config,
-    parse_install_config,
+    IMAGE_BASED_CONFIG_FILE, INSTALL_CONFIG_FILE, InstallConfig, SiteInputs,
+    parse_image_based_config, parse_install_config,
 };
 
 /// The shared base every site starts from, decoded strictly once.
@@ -96,6 +96,14 @@ impl FleetBase {
             install_config: as_mapping(install_config),
             image_based_config: image_based_config.map(as_mapping).unwrap_or_default(),
         })
+    }
+
+    /// The base install-config.yaml, typed (it decoded strictly in [`FleetBase::parse`]): the pull
+    /// secret, mirrors and trust bundle every site shares, which `--seed` reads the seed with.
+    pub fn install_config(&self) -> anyhow::Result<InstallConfig> {
+        let text = serde_yaml_ng::to_string(&self.install_config)
+            .context("rendering the base install-config.yaml")?;
+        Ok(parse_install_config(&text)?)
     }
 
     /// The site's effective files: the base with the entry's overrides.
