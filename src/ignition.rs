@@ -1,4 +1,5 @@
-//! Ignition for the installation ISO: the spec 3.2.0 types ibi needs, and the builder of the config that
+//! Ignition for the installation ISO: the spec 3.2.0 types ibi needs (an override may raise the config to
+//! 3.3.0 or 3.4.0, which only add fields), and the builder of the config that
 //! the CoreOS live ISO runs on boot so that the seed's `lca-cli ibi` (or, with `hostAgent: ibi`,
 //! `ibi agent install`) installs the host.
 //!

@@ -129,8 +129,8 @@ macro_rules! more_fields {
 #   - --append-karg
 #   - console=ttyS0,115200n8
 #
-# ignitionConfigOverride is an Ignition 3.x config (JSON) that ibi merges over
-# the live ISO's generated config. Default: none.
+# ignitionConfigOverride is an Ignition config (JSON, spec 3.0.0 to 3.4.0) that
+# ibi merges over the live ISO's generated config. Default: none.
 # ignitionConfigOverride: '{"ignition":{"version":"3.2.0"},"storage":{"files":[{"path":"/etc/motd","contents":{"source":"data:,factory%20install%0A"},"mode":420}]}}'
 #
 # architecture selects the CoreOS live ISO ibi starts from, and must match the

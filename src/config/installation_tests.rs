@@ -448,10 +448,14 @@ fn host_agent_defaults_to_lca() {
 fn ignition_config_override_rules() {
     check(&[
         (
-            "ignitionConfigOverride: '{\"ignition\":{\"version\":\"3.4.0\"}}'",
+            "ignitionConfigOverride: '{\"ignition\":{\"version\":\"3.5.0\"}}'",
             &[
-                "ignitionConfigOverride: unsupported config version \"3.4.0\": the installation ISO's config is spec 3.2.0 and accepts overrides of spec 3.0.0, 3.1.0, 3.2.0",
+                "ignitionConfigOverride: unsupported config version \"3.5.0\": the installation ISO's config accepts overrides of spec 3.0.0, 3.1.0, 3.2.0, 3.3.0, 3.4.0",
             ],
+        ),
+        (
+            "ignitionConfigOverride: '{\"ignition\":{\"version\":\"3.4.0\"},\"kernelArguments\":{\"shouldExist\":[\"a=1\"]}}'",
+            &[],
         ),
         (
             "ignitionConfigOverride: '{\"ignition\":{\"version\":\"3.1.0\"}}'",

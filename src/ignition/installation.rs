@@ -134,7 +134,7 @@ pub struct InstallationIgnitionInputs {
     pub additional_trust_bundle: String,
     /// The bytes of `DIR/post.sh`, when present.
     pub post_sh: Option<Vec<u8>>,
-    /// Ignition JSON (spec 3.0.0–3.2.0); `None` or empty: no override.
+    /// Ignition JSON (spec 3.0.0–3.4.0); `None` or empty: no override.
     pub ignition_config_override: Option<String>,
     /// `hostAgent: ibi`: the image holding `/usr/local/bin/ibi`, which the live ISO copies out and runs
     /// as `ibi agent install`; `None` (`hostAgent: lca`): the seed's lca-cli, as the installer does.

@@ -1,5 +1,6 @@
-//! `ignitionConfigOverride`: parsing it the way the installer does (`v3_2.Parse`), and Ignition's own
-//! config-merge rules (`config/merge.MergeStructTranscribe`), implemented on JSON values.
+//! `ignitionConfigOverride`: parsing it (spec 3.0.0–3.4.0; the installer's `v3_2.Parse` takes up to
+//! 3.2.0), and Ignition's own config-merge rules (`config/merge.MergeStructTranscribe`), implemented on
+//! JSON values.
 //!
 //! The merge rule, from Ignition's `merge.go`, with the override as the child:
 //! - objects merge key by key, recursively; a scalar or a value of another kind in the child replaces the
@@ -21,11 +22,17 @@ use serde_json::{Map, Value};
 
 use super::types::{Config, IGNITION_VERSION};
 
-/// Spec versions the installer's `v3_2.Parse` accepts; 3.0.0 and 3.1.0 translate to 3.2.0 unchanged
-/// (3.1 and 3.2 only added fields), so translating is setting the version.
-const ACCEPTED_OVERRIDE_VERSIONS: [&str; 3] = ["3.0.0", "3.1.0", IGNITION_VERSION];
+/// Spec versions an override may declare: 3.0.0–3.2.0, which the installer's `v3_2.Parse` takes, and
+/// 3.3.0 and 3.4.0, which the Ignition of RHCOS 4.16+ runs (the newest installer parses up to 3.6.0,
+/// newer than the live ISOs of the seeds ibi serves). Ignition 3.x minor versions only add fields, so
+/// a config of one version is a valid config of every later one with the version string changed.
+const ACCEPTED_OVERRIDE_VERSIONS: [&str; 5] =
+    ["3.0.0", "3.1.0", IGNITION_VERSION, "3.3.0", "3.4.0"];
 
-/// Parses an `ignitionConfigOverride` (Ignition JSON, spec 3.0.0–3.2.0), translated to 3.2.0.
+/// Parses an `ignitionConfigOverride` (Ignition JSON, spec 3.0.0–3.4.0). 3.0.0 and 3.1.0 are
+/// translated to 3.2.0, the spec of the generated config; a 3.3.0 or 3.4.0 override keeps its version,
+/// which the merged config then takes ([`merge_configs`]): it may use fields 3.2.0 lacks
+/// (`kernelArguments`, LUKS `discard` …).
 ///
 /// Errors carry the installer's prefix, `failed to parse ignition config override: …`.
 pub fn parse_override(text: &str) -> Result<Config> {
@@ -42,17 +49,22 @@ fn parse_override_inner(text: &str) -> Result<Config> {
     };
     if !ACCEPTED_OVERRIDE_VERSIONS.contains(&version) {
         bail!(
-            "unsupported config version {version:?}: the installation ISO's config is spec \
-             {IGNITION_VERSION} and accepts overrides of spec {}",
+            "unsupported config version {version:?}: the installation ISO's config accepts overrides of spec {}",
             ACCEPTED_OVERRIDE_VERSIONS.join(", ")
         );
     }
     let mut config: Config = serde_json::from_value(value).context("invalid Ignition config")?;
-    config.ignition.version = IGNITION_VERSION.to_string();
+    config.ignition.version = spec_max(&config.ignition.version, IGNITION_VERSION).to_string();
     Ok(config)
 }
 
-/// Merges `child` over `parent` with Ignition's rules (module doc); both must be spec 3.2.0.
+/// The later of two accepted spec versions (both `3.N.0`, so the text orders them).
+fn spec_max<'a>(a: &'a str, b: &'a str) -> &'a str {
+    if a >= b { a } else { b }
+}
+
+/// Merges `child` over `parent` with Ignition's rules (module doc). The result is written at the later
+/// of the two specs: the lowest that holds both (3.2.0 unless the override declares 3.3.0 or 3.4.0).
 pub fn merge_configs(parent: &Config, child: &Config) -> Result<Config> {
     let p = serde_json::to_value(parent).context("serializing the generated Ignition config")?;
     let c = serde_json::to_value(child).context("serializing the Ignition override")?;
@@ -60,7 +72,11 @@ pub fn merge_configs(parent: &Config, child: &Config) -> Result<Config> {
         (Value::Object(p), Value::Object(c)) => Value::Object(merge_object(p, c, &[])),
         _ => c.clone(),
     };
-    serde_json::from_value(merged).context("reading back the merged Ignition config")
+    let mut config: Config =
+        serde_json::from_value(merged).context("reading back the merged Ignition config")?;
+    config.ignition.version =
+        spec_max(&parent.ignition.version, &child.ignition.version).to_string();
+    Ok(config)
 }
 
 /// Merges two JSON objects found at `path` (the object keys from the root; list indices left out).
@@ -277,16 +293,37 @@ mod tests {
 
     #[test]
     fn override_versions() {
-        for v in ["3.0.0", "3.1.0", "3.2.0"] {
-            let c = parse_override(&format!(r#"{{"ignition":{{"version":"{v}"}}}}"#)).unwrap();
-            assert_eq!(c.ignition.version, "3.2.0");
+        let cases = [
+            ("3.0.0", "3.2.0"),
+            ("3.1.0", "3.2.0"),
+            ("3.2.0", "3.2.0"),
+            ("3.3.0", "3.3.0"),
+            ("3.4.0", "3.4.0"),
+        ];
+        for (declared, kept) in cases {
+            let text = format!(r#"{{"ignition":{{"version":"{declared}"}}}}"#);
+            let c = parse_override(&text).unwrap();
+            assert_eq!(c.ignition.version, kept, "{declared}");
+            let parent = Config {
+                ignition: super::super::types::Ignition {
+                    version: IGNITION_VERSION.into(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            assert_eq!(merge_configs(&parent, &c).unwrap().ignition.version, kept);
+            assert_eq!(merge_configs(&c, &parent).unwrap().ignition.version, kept);
         }
-        let e = parse_override(r#"{"ignition":{"version":"3.4.0"}}"#).unwrap_err();
-        assert_eq!(
-            format!("{e:#}"),
-            "failed to parse ignition config override: unsupported config version \"3.4.0\": the \
-             installation ISO's config is spec 3.2.0 and accepts overrides of spec 3.0.0, 3.1.0, 3.2.0"
-        );
+        for v in ["3.5.0", "3.6.0", "3.7.0-experimental", "2.3.0", "3.4"] {
+            let e = parse_override(&format!(r#"{{"ignition":{{"version":"{v}"}}}}"#)).unwrap_err();
+            assert_eq!(
+                format!("{e:#}"),
+                format!(
+                    "failed to parse ignition config override: unsupported config version \"{v}\": the \
+                     installation ISO's config accepts overrides of spec 3.0.0, 3.1.0, 3.2.0, 3.3.0, 3.4.0"
+                )
+            );
+        }
         let e = parse_override("{}").unwrap_err();
         assert_eq!(
             format!("{e:#}"),

@@ -372,6 +372,32 @@ fn override_precedence() {
     assert_eq!(u.extra["dropins"][0]["name"], "10-env.conf");
 }
 
+/// The generated config is written at the lowest spec that holds it: 3.2.0, unless the override
+/// declares 3.3.0 or 3.4.0 (whose fields, such as `kernelArguments`, 3.2.0 lacks).
+#[test]
+fn an_override_of_a_later_spec_raises_the_version_and_only_then() {
+    assert_eq!(build(&full()).ignition.version, "3.2.0");
+    for (declared, written) in [("3.0.0", "3.2.0"), ("3.3.0", "3.3.0"), ("3.4.0", "3.4.0")] {
+        let over = format!(
+            r#"{{"ignition":{{"version":"{declared}"}},"kernelArguments":{{"shouldExist":["ibi.test=1"]}}}}"#
+        );
+        let c = build(&InstallationIgnitionInputs {
+            ignition_config_override: Some(over),
+            ..full()
+        });
+        assert_eq!(c.ignition.version, written, "{declared}");
+        assert_eq!(
+            c.extra["kernelArguments"],
+            serde_json::json!({"shouldExist": ["ibi.test=1"]})
+        );
+        assert_eq!(
+            c.storage.files.len(),
+            7,
+            "the generated files are all there"
+        );
+    }
+}
+
 #[test]
 fn bad_override_is_an_error_with_the_installer_prefix() {
     let i = InstallationIgnitionInputs {

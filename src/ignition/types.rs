@@ -1,4 +1,4 @@
-//! Ignition spec 3.2.0 as serde types, reduced to what the installation ISO's builder reads and writes:
+//! Ignition spec 3.2.0 (and the 3.3.0/3.4.0 an override may bring, which only add fields) as serde types, reduced to what the installation ISO's builder reads and writes:
 //! `ignition.version`, `passwd.users[].{name,sshAuthorizedKeys}`, `storage.files[]` and `systemd.units[]`.
 //!
 //! Every object keeps the keys it does not type in a flattened `extra` map, so a config that went through
@@ -10,8 +10,8 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// The spec version the installer writes (`v3_2` types through OpenShift 4.22) and the newest one the
-/// override may declare; the live ISO's Ignition accepts it.
+/// The spec version the installer writes (`v3_2` types through OpenShift 4.22), and ibi's generated config
+/// unless an override of a later spec (3.3.0, 3.4.0) needs more; the live ISO's Ignition accepts it.
 pub const IGNITION_VERSION: &str = "3.2.0";
 /// The data-URL prefix of the installer's `dataurl.EncodeBytes`, used for every generated file.
 pub const DATA_URL_PREFIX: &str = "data:text/plain;charset=utf-8;base64,";
