@@ -191,8 +191,6 @@ fn lca_cli_is_not_referenced() {
         assert!(!t.contains("lca-cli"), "{t}");
         assert!(!t.contains(INSTALL_SCRIPT_PATH), "{t}");
     }
-    // network-config.service keeps the installer's `Before=install-rhcos-and-restore-seed.service`,
-    // harmless without that unit; ibi-agent-install.service orders itself after network-config.
     assert!(!c.systemd.units.iter().any(|u| u.name == INSTALL_UNIT));
     let json = String::from_utf8(to_json(&c).unwrap()).unwrap();
     assert!(!json.contains("lca-cli"));
@@ -213,7 +211,12 @@ fn everything_else_is_the_lca_variants() {
     };
     assert_eq!(others(&ours), others(&theirs));
     assert_eq!(others(&ours).len(), 6);
-    assert_eq!(ours.systemd.units[1], theirs.systemd.units[1]);
+    // network-config.service differs only in the unit its Before= names.
+    let mut network = theirs.systemd.units[1].clone();
+    network.contents = network
+        .contents
+        .map(|t| t.replace(INSTALL_UNIT, IBI_AGENT_UNIT));
+    assert_eq!(ours.systemd.units[1], network);
     assert_eq!(ours.systemd.units[1].name, NETWORK_CONFIG_UNIT);
     // The script takes the install script's place in the build order.
     let paths =
@@ -269,4 +272,32 @@ fn an_image_that_would_break_the_drop_in_is_refused() {
         build_installation_ignition(&i).unwrap_err().to_string(),
         "hostAgentImage \"quay.io/x:1\\nExecStart=/bin/evil\" contains the control character '\\n', which cannot go into a systemd unit"
     );
+}
+
+/// Every `Before=` of every unit names a unit the ISO carries: with `hostAgent: ibi` there is no
+/// install-rhcos-and-restore-seed.service to order network-config.service before.
+#[test]
+fn before_names_only_units_the_iso_carries() {
+    for (variant, c) in [("lca", build(&lca_full())), ("ibi", build(&ibi_full()))] {
+        let names: Vec<&str> = c.systemd.units.iter().map(|u| u.name.as_str()).collect();
+        let befores: Vec<&str> = c
+            .systemd
+            .units
+            .iter()
+            .filter_map(|u| u.contents.as_deref())
+            .flat_map(str::lines)
+            .filter_map(|l| l.strip_prefix("Before="))
+            .flat_map(str::split_whitespace)
+            .collect();
+        assert!(
+            !befores.is_empty(),
+            "{variant}: network-config.service has one"
+        );
+        for unit in befores {
+            assert!(
+                names.contains(&unit),
+                "{variant}: Before={unit} but units are {names:?}"
+            );
+        }
+    }
 }

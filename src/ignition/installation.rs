@@ -87,12 +87,16 @@ podman rm lca-cli
 /usr/local/bin/lca-cli ibi -f "${ibi_config}"
 "#;
 
-/// `network-config.service`, line for line as the reference lists it (§3.3): applies the nmstate
-/// YAML before the install starts, retrying until NetworkManager accepts it.
-pub const NETWORK_CONFIG_SERVICE: &str = r#"[Unit]
+/// `network-config.service`, line for line as the reference lists it (§3.3), for the install unit
+/// `install_unit`: applies the nmstate YAML before the install starts, retrying until NetworkManager
+/// accepts it. Its `Before=` names the install unit the ISO carries ([`INSTALL_UNIT`], as the
+/// installer's, or with `hostAgent: ibi` the ibi unit), never one it lacks.
+pub fn network_config_service(install_unit: &str) -> String {
+    format!(
+        r#"[Unit]
 Description=Pre Network Manager Config
 After=NetworkManager.service
-Before=install-rhcos-and-restore-seed.service
+Before={install_unit}
 
 [Service]
 Type=oneshot
@@ -102,7 +106,9 @@ ExecStart=bash -c "until /usr/bin/nmstatectl apply /var/tmp/network-config.yaml;
 
 [Install]
 WantedBy=multi-user.target
-"#;
+"#
+    )
+}
 
 /// What the installation ISO's config is built from; `ibi create image` fills it from the validated
 /// `image-based-installation-config.yaml` (defaults applied) and `DIR/post.sh`.
@@ -327,10 +333,11 @@ fn units(i: &InstallationIgnitionInputs) -> Result<Vec<Unit>> {
         },
         Some(image) => ibi_agent_unit(image, i.proxy.as_ref())?,
     };
+    let network = network_config_service(&install.name);
     Ok(vec![
         install,
         Unit {
-            contents: Some(NETWORK_CONFIG_SERVICE.to_string()),
+            contents: Some(network),
             // The installer leaves `enabled` unset, not false, without a network config.
             enabled: has_network.then_some(true),
             name: NETWORK_CONFIG_UNIT.to_string(),
@@ -354,8 +361,10 @@ pub fn install_service(seed_image: &str, proxy: Option<&Proxy>) -> Result<String
         "Environment=PULL_SECRET_FILE={PULL_SECRET_PATH}\n"
     ));
     s.push_str(&proxy_environment(proxy)?);
+    // The reference lists `Type=oneshot` right after the environment, in the same [Service] section:
+    // no blank line between them.
     s.push_str(&format!(
-        "\nType=oneshot\nRemainAfterExit=yes\nExecStartPre=/usr/bin/chcon -t install_exec_t \
+        "Type=oneshot\nRemainAfterExit=yes\nExecStartPre=/usr/bin/chcon -t install_exec_t \
          {INSTALL_SCRIPT_PATH}\nExecStart={INSTALL_SCRIPT_PATH}\n\n[Install]\nWantedBy=multi-user.target\n"
     ));
     Ok(s)

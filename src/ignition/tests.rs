@@ -167,7 +167,7 @@ fn install_script_does_the_documented_steps_in_order() {
 
 #[test]
 fn install_unit_without_proxy() {
-    let want = "[Unit]\nWants=network-online.target\nAfter=network-online.target\nDescription=SNO Image-based Installation\n\n[Service]\nEnvironment=SEED_IMAGE=quay.io/openshift-kni/seed-image:4.16.0\nEnvironment=IBI_CONFIGURATION_FILE=/var/tmp/ibi-configuration.json\nEnvironment=PULL_SECRET_FILE=/var/tmp/pull-secret.json\n\nType=oneshot\nRemainAfterExit=yes\nExecStartPre=/usr/bin/chcon -t install_exec_t /usr/local/bin/install-rhcos-and-restore-seed.sh\nExecStart=/usr/local/bin/install-rhcos-and-restore-seed.sh\n\n[Install]\nWantedBy=multi-user.target\n";
+    let want = "[Unit]\nWants=network-online.target\nAfter=network-online.target\nDescription=SNO Image-based Installation\n\n[Service]\nEnvironment=SEED_IMAGE=quay.io/openshift-kni/seed-image:4.16.0\nEnvironment=IBI_CONFIGURATION_FILE=/var/tmp/ibi-configuration.json\nEnvironment=PULL_SECRET_FILE=/var/tmp/pull-secret.json\nType=oneshot\nRemainAfterExit=yes\nExecStartPre=/usr/bin/chcon -t install_exec_t /usr/local/bin/install-rhcos-and-restore-seed.sh\nExecStart=/usr/local/bin/install-rhcos-and-restore-seed.sh\n\n[Install]\nWantedBy=multi-user.target\n";
     let c = build(&minimal());
     let u = unit(&c, INSTALL_UNIT);
     assert_eq!(u.contents.as_deref(), Some(want));
@@ -178,7 +178,7 @@ fn install_unit_without_proxy() {
 
 #[test]
 fn install_unit_with_proxy() {
-    let want = "[Unit]\nWants=network-online.target\nAfter=network-online.target\nDescription=SNO Image-based Installation\n\n[Service]\nEnvironment=SEED_IMAGE=quay.io/openshift-kni/seed-image:4.16.0\nEnvironment=IBI_CONFIGURATION_FILE=/var/tmp/ibi-configuration.json\nEnvironment=PULL_SECRET_FILE=/var/tmp/pull-secret.json\nEnvironment=HTTP_PROXY=\"http://proxy:3128\"\nEnvironment=http_proxy=\"http://proxy:3128\"\nEnvironment=HTTPS_PROXY=\"http://u:p%%40ss@proxy:3128\"\nEnvironment=https_proxy=\"http://u:p%%40ss@proxy:3128\"\nEnvironment=NO_PROXY=\".example.com,10.0.0.0/8\"\nEnvironment=no_proxy=\".example.com,10.0.0.0/8\"\n\nType=oneshot\nRemainAfterExit=yes\nExecStartPre=/usr/bin/chcon -t install_exec_t /usr/local/bin/install-rhcos-and-restore-seed.sh\nExecStart=/usr/local/bin/install-rhcos-and-restore-seed.sh\n\n[Install]\nWantedBy=multi-user.target\n";
+    let want = "[Unit]\nWants=network-online.target\nAfter=network-online.target\nDescription=SNO Image-based Installation\n\n[Service]\nEnvironment=SEED_IMAGE=quay.io/openshift-kni/seed-image:4.16.0\nEnvironment=IBI_CONFIGURATION_FILE=/var/tmp/ibi-configuration.json\nEnvironment=PULL_SECRET_FILE=/var/tmp/pull-secret.json\nEnvironment=HTTP_PROXY=\"http://proxy:3128\"\nEnvironment=http_proxy=\"http://proxy:3128\"\nEnvironment=HTTPS_PROXY=\"http://u:p%%40ss@proxy:3128\"\nEnvironment=https_proxy=\"http://u:p%%40ss@proxy:3128\"\nEnvironment=NO_PROXY=\".example.com,10.0.0.0/8\"\nEnvironment=no_proxy=\".example.com,10.0.0.0/8\"\nType=oneshot\nRemainAfterExit=yes\nExecStartPre=/usr/bin/chcon -t install_exec_t /usr/local/bin/install-rhcos-and-restore-seed.sh\nExecStart=/usr/local/bin/install-rhcos-and-restore-seed.sh\n\n[Install]\nWantedBy=multi-user.target\n";
     assert_eq!(
         unit(&build(&full()), INSTALL_UNIT).contents.as_deref(),
         Some(want)
@@ -188,7 +188,7 @@ fn install_unit_with_proxy() {
         ..Default::default()
     };
     let got = install_service(SEED, Some(&only_https)).unwrap();
-    assert!(got.contains("PULL_SECRET_FILE=/var/tmp/pull-secret.json\nEnvironment=HTTPS_PROXY=\"http://p\"\nEnvironment=https_proxy=\"http://p\"\n\nType=oneshot"));
+    assert!(got.contains("PULL_SECRET_FILE=/var/tmp/pull-secret.json\nEnvironment=HTTPS_PROXY=\"http://p\"\nEnvironment=https_proxy=\"http://p\"\nType=oneshot"));
 }
 
 #[test]
