@@ -25,6 +25,7 @@ mod rules;
 mod sshkey;
 mod template;
 mod validate_ic;
+mod yaml11;
 
 use std::path::Path;
 

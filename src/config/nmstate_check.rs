@@ -8,9 +8,22 @@
 use anyhow::Context;
 use serde_json::{Map, Value};
 
-/// The nmstate YAML with keys sorted at every level; deterministic for the same input.
+use super::yaml11;
+
+/// The nmstate YAML with keys sorted at every level; deterministic for the same input. Strings a YAML
+/// 1.1 reader takes for booleans (`on`, `no` …) are quoted ([`yaml11`]); the result is checked to read
+/// back as `config`, so the quoting can never change the document.
 pub(crate) fn canonical_yaml(config: &Value) -> anyhow::Result<String> {
-    serde_yaml_ng::to_string(&sorted(config)).context("serializing networkConfig as YAML")
+    let sorted = sorted(config);
+    let plain = serde_yaml_ng::to_string(&sorted).context("serializing networkConfig as YAML")?;
+    let quoted = yaml11::quote_booleans(&plain);
+    let back: Value =
+        serde_yaml_ng::from_str(&quoted).context("reading back the networkConfig YAML")?;
+    anyhow::ensure!(
+        back == sorted,
+        "internal error: quoting YAML 1.1 booleans changed the networkConfig document"
+    );
+    Ok(quoted)
 }
 
 /// `networkConfig` as canonical YAML, or `None` when absent or null (both input files have it).

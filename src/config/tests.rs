@@ -727,6 +727,23 @@ fn canonical_network_config_is_sorted_and_stable() {
     );
 }
 
+/// The nmstate YAML ibi writes (raw_nm_state_config, the live ISO's network-config.yaml) quotes what a
+/// YAML 1.1 reader would take for a boolean; nmstate still accepts it.
+#[test]
+fn canonical_network_config_quotes_yaml11_booleans() {
+    let c = parse_image_based_config(
+        "networkConfig:\n  interfaces:\n  - name: eth0\n    type: ethernet\n    state: up\n    description: 'no'\n  - name: 'y'\n    type: dummy\n    state: up\n",
+    )
+    .unwrap();
+    let yaml = c.canonical_network_config().unwrap().unwrap();
+    assert_eq!(
+        yaml,
+        "interfaces:\n- description: 'no'\n  name: eth0\n  state: up\n  type: ethernet\n- name: 'y'\n  state: up\n  type: dummy\n"
+    );
+    let (f, _) = validate_image_based_config(&c);
+    assert!(f.is_empty(), "{f:?}");
+}
+
 #[test]
 fn validation_error_display() {
     let e = ValidationError {
