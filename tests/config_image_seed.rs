@@ -48,6 +48,17 @@ fn site_with(extra: &str) -> tempfile::TempDir {
     site
 }
 
+/// The site's manifest.json, read back from its ISO.
+fn manifest(site: &Path) -> serde_json::Value {
+    let file = fs::File::open(site.join("imagebasedconfig.iso")).unwrap();
+    let mut iso = ibi::iso9660::IsoReader::open(file).unwrap();
+    serde_json::from_slice(
+        &iso.read_file("cluster-configuration/manifest.json")
+            .unwrap(),
+    )
+    .unwrap()
+}
+
 /// The error lines of a refused run, after checking it wrote nothing.
 fn refused(site: &Path, out: &std::process::Output) -> Vec<String> {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -75,10 +86,42 @@ fn a_matching_site_builds_against_every_version() {
             site.path().join("imagebasedconfig.iso").exists(),
             "{version}"
         );
-        // A proxy site against a proxy seed fits too.
+        // A proxy site against a proxy seed fits too; its manifest names the machine network as a
+        // 4.16-4.19 post-pivot reads it (without machine_network it fails on a proxy site).
         let seed = versioned_seed(version, &[("SEED_HAS_PROXY", "true")]);
         let site = site_with(PROXY);
         assert_ok(&against(site.path(), &seed, version));
+        let m = manifest(site.path());
+        assert_eq!(m["machine_network"], "192.168.122.0/23", "{version}");
+        assert_eq!(
+            m["machine_networks"],
+            serde_json::json!(["192.168.122.0/23"])
+        );
+        assert!(m["proxy"].is_object(), "{version}");
+    }
+}
+
+/// Two machine networks of one family fail every 4.20+ seed on the host (one per node IP); ibi refuses
+/// them whatever the seed, before reading it.
+#[test]
+fn two_machine_networks_of_one_family_are_refused_for_every_version() {
+    for version in VERSIONS {
+        let seed = versioned_seed(version, &[]);
+        let site = copy_example();
+        edit(site.path(), IC, |t| {
+            t.replace(
+                "    - cidr: 192.168.122.0/23\n",
+                "    - cidr: 192.168.122.0/23\n    - cidr: 10.0.0.0/16\n",
+            )
+        });
+        let errors = refused(site.path(), &against(site.path(), &seed, version));
+        assert_eq!(
+            errors,
+            [
+                "error: install-config.yaml: networking.machineNetwork: 192.168.122.0/23 and 10.0.0.0/16 are both IPv4: give at most one machine network per IP family (lifecycle-agent 4.20+ requires one per node IP, of its family)"
+            ],
+            "{version}"
+        );
     }
 }
 
