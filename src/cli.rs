@@ -235,6 +235,36 @@ mod tests {
     }
 
     #[test]
+    fn config_image_takes_a_seed_and_insecure_registries_only_with_it() {
+        let cli = Cli::try_parse_from([
+            "ibi",
+            "create",
+            "config-image",
+            "--seed",
+            "oci:/srv/seed:4.18.0",
+            "--insecure-registry",
+            "127.0.0.1:5000",
+        ])
+        .expect("parses");
+        match cli.command {
+            Command::Create(CreateCommand::ConfigImage(o)) => {
+                assert_eq!(o.seed.as_deref(), Some("oci:/srv/seed:4.18.0"));
+                assert_eq!(o.insecure_registry, ["127.0.0.1:5000"]);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let e = Cli::try_parse_from([
+            "ibi",
+            "create",
+            "config-image",
+            "--insecure-registry",
+            "127.0.0.1:5000",
+        ])
+        .expect_err("needs --seed");
+        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    }
+
+    #[test]
     fn dir_defaults_to_current_directory() {
         let cli = Cli::try_parse_from(["ibi", "create", "config-template"]).expect("parses");
         match cli.command {
