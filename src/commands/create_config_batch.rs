@@ -1,8 +1,9 @@
 //! `create config-image --dir BASE --sites INVENTORY`: one configuration ISO per site of an inventory,
 //! into `BASE/sites/<site>/`, from the shared inputs in BASE (docs/batch.md).
 //!
-//! The inventory, the shared base and its extra manifests are read and checked first: a finding there
-//! stops the run before anything is written. Then the sites are built in parallel, each exactly as the
+//! The inventory, the shared base and its extra manifests are read and checked first, then the seed of
+//! `--seed` is read once: a finding or error there stops the run before anything is written. Every
+//! site is checked against that seed with its own findings. Then the sites are built in parallel, each exactly as the
 //! single-site command builds it, in its own directory with its own `.ibi/` identity. One site runs per
 //! core with its key generation on that core alone (a lone site would use every core; a batch already
 //! does), so the machine is busy without being oversubscribed. A site whose effective inputs and

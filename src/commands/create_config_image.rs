@@ -2,8 +2,9 @@
 //! `auth/kubeadmin-password`.
 //!
 //! Inputs are read and validated in full first (every finding reported at once, nothing written);
-//! every output is rendered in memory next; only then are the identity and the outputs written,
-//! each atomically. Inputs are never deleted.
+//! with `--seed`, the site is then checked against the seed's `seed_cluster_info` (`seed::preflight`),
+//! again before anything is written; every output is rendered in memory next; only then are the
+//! identity and the outputs written, each atomically. Inputs are never deleted.
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -97,7 +98,7 @@ pub fn build_checked(
 }
 
 /// What the seed's post-pivot would refuse, as findings (every one at once).
-pub fn check_against_seed(seed: &SiteSeed, inputs: &SiteInputs) -> Result<()> {
+fn check_against_seed(seed: &SiteSeed, inputs: &SiteInputs) -> Result<()> {
     let findings = preflight::check_site(&seed.cluster_info, &inputs.install_config);
     if findings.is_empty() {
         info!(seed = %seed.reference, "the site fits the seed");
