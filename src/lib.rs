@@ -13,6 +13,7 @@ pub mod commands;
 pub mod config;
 pub mod config_iso;
 pub mod ignition;
+pub mod image_ref;
 pub mod iso9660;
 pub mod live_iso;
 pub mod pki;

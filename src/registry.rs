@@ -8,7 +8,7 @@
 //! synchronous, so each call runs on its own current-thread tokio runtime.
 
 mod auth;
-mod reference;
+mod mirrors;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,9 +22,10 @@ use oci_client::{Client, Reference};
 use serde::Deserialize;
 
 pub use auth::{Credentials, PullSecret, parse_pull_secret};
-pub use reference::{ImageReference, parse_image_reference, pull_endpoints};
+pub use mirrors::pull_endpoints;
 
 use crate::config::ImageDigestSource;
+use crate::image_ref::ImageReference;
 
 /// Manifest media types ibi understands: OCI and Docker v2s2, single images and indexes.
 const MANIFEST_MEDIA_TYPES: &[&str] = &[

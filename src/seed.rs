@@ -12,7 +12,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ImageDigestSource, InstallConfig, InstallationConfig};
-use crate::registry::{self, ImageReference, RegistryOptions};
+use crate::image_ref::{ImageReference, parse_image_reference};
+use crate::registry::{self, RegistryOptions};
 
 pub mod preflight;
 
@@ -49,7 +50,7 @@ impl fmt::Display for SeedReference {
 /// Parses `seedImage`. `oci:PATH[:TAG]` follows containers-transports(5): the path ends at the first `:`.
 pub fn parse_seed_reference(text: &str) -> Result<SeedReference, String> {
     let Some(rest) = text.strip_prefix("oci:") else {
-        return registry::parse_image_reference(text).map(SeedReference::Registry);
+        return parse_image_reference(text).map(SeedReference::Registry);
     };
     let (path, tag) = match rest.split_once(':') {
         Some((p, t)) => (p, Some(t)),

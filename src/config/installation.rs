@@ -19,9 +19,9 @@ use serde_yaml_ng::Value;
 
 use super::finding::{Finding, Findings, ValidationError, decode_strict, idx};
 use super::install_config::{ImageDigestSource, Proxy};
-use super::net::{is_registry_host, split_host_port};
-use super::refs::check_pull_spec;
 use super::{lca_versions, load_input, nmstate_check, rules};
+use crate::image_ref::check_pull_spec;
+use crate::image_ref::{is_registry_host, split_host_port};
 
 /// The input file of `ibi create image`, named as `openshift-install image-based create image` names it.
 pub const IMAGE_BASED_INSTALLATION_CONFIG_FILE: &str = "image-based-installation-config.yaml";

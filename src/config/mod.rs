@@ -20,7 +20,6 @@ mod lca_versions;
 mod manifests;
 mod net;
 mod nmstate_check;
-pub(crate) mod refs;
 mod rules;
 mod sshkey;
 mod template;

@@ -3,6 +3,7 @@
 //! These mirror the Kubernetes and Go standard-library rules the installer applies, written in-house so the
 //! config module needs no URL or IP-network crate.
 
+use crate::image_ref::{is_registry_host, split_host_port};
 use std::fmt;
 use std::net::IpAddr;
 
@@ -113,46 +114,6 @@ pub(crate) fn is_domain_trailing_dot_ok(s: &str) -> bool {
 /// An IP address or a domain name (trailing dot allowed), as NTP servers are written.
 pub(crate) fn is_ip_or_domain(s: &str) -> bool {
     s.parse::<IpAddr>().is_ok() || is_domain_trailing_dot_ok(s)
-}
-
-/// A host name as accepted in an image repository: DNS-style components of alphanumerics and inner `-`
-/// (upper case allowed, as in the docker reference grammar), or a bracketed IPv6 address.
-pub(crate) fn is_registry_host(s: &str) -> bool {
-    if let Some(inner) = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
-        return inner.parse::<std::net::Ipv6Addr>().is_ok();
-    }
-    let component = |c: &str| {
-        let b = c.as_bytes();
-        !b.is_empty()
-            && b.first().is_some_and(u8::is_ascii_alphanumeric)
-            && b.last().is_some_and(u8::is_ascii_alphanumeric)
-            && b.iter().all(|x| x.is_ascii_alphanumeric() || *x == b'-')
-    };
-    !s.is_empty() && s.split('.').all(component)
-}
-
-/// Splits `host[:port]`; the port, if present, must be a number up to 65535.
-pub(crate) fn split_host_port(s: &str) -> Result<(&str, Option<u16>), String> {
-    let (host, port) = if s.starts_with('[') {
-        match s.find(']') {
-            Some(end) => (&s[..=end], s[end + 1..].strip_prefix(':')),
-            None => return Err("missing ']' in IPv6 host".into()),
-        }
-    } else {
-        match s.rsplit_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (s, None),
-        }
-    };
-    let port = match port {
-        None => None,
-        Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => Some(
-            p.parse::<u16>()
-                .map_err(|_| format!("invalid port {p:?}"))?,
-        ),
-        Some(p) => return Err(format!("invalid port {p:?}")),
-    };
-    Ok((host, port))
 }
 
 /// The parts of a proxy URL that validation needs.

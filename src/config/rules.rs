@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use super::finding::{Findings, idx};
 use super::install_config::{ImageDigestSource, Proxy};
 use super::net::{is_dns1123_subdomain, is_no_proxy_element, parse_proxy_url};
-use super::refs::check_repository;
 use super::sshkey::check_authorized_keys;
+use crate::image_ref::check_repository;
 
 /// `pullSecret`: what the installer accepts: JSON with a non-empty `auths` map whose entries have `auth`
 /// (a string) or `credsStore`. An `auth` that is not base64 of `user:password` (a registry token, the

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use containers_image_proxy::ImageProxyConfig;
 
-use crate::registry::ImageReference;
+use crate::image_ref::ImageReference;
 use crate::seed::{SeedReference, parse_seed_reference};
 
 /// The seed image to stream and how to authenticate to its registry.
