@@ -6,7 +6,7 @@
 use super::format::{DateTime, MAX_RECORD, pack_records, record_base_len};
 use super::names::{assign_identifiers, cmp_identifiers};
 use super::rockridge::{self, CaLocation, S_IFDIR, S_IFREG, SuPlan};
-use super::writer::{DirNode, Node};
+use super::tree::{DirNode, Node};
 use super::{BLOCK_SIZE, IsoError};
 use std::collections::VecDeque;
 

@@ -9,6 +9,7 @@ mod layout;
 mod names;
 mod reader;
 mod rockridge;
+mod tree;
 mod writer;
 
 pub use reader::{Entry, IsoReader};

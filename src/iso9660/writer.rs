@@ -9,8 +9,8 @@ use super::format::{
 };
 use super::layout::{self, DirPlan, Plan, RecordPlan, Target};
 use super::names::split_path;
+use super::tree::{DirNode, FileNode, Node};
 use super::{BLOCK_SIZE, IsoError};
-use std::collections::BTreeMap;
 use std::collections::btree_map::Entry as MapEntry;
 use std::io::Write;
 
@@ -18,8 +18,6 @@ use std::io::Write;
 const MAX_VOLUME_ID: usize = 32;
 /// Permission bits callers may set; file type bits come from the node kind.
 const PERMISSION_BITS: u32 = 0o7777;
-/// Mode of directories created implicitly as parents.
-const IMPLICIT_DIR_MODE: u32 = 0o755;
 
 /// Options that apply to the whole image.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,46 +32,6 @@ pub struct WriteOptions {
 #[derive(Debug, Default, Clone)]
 pub struct IsoBuilder {
     root: DirNode,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct DirNode {
-    pub mode: u32,
-    /// Added by `add_dir` rather than created as a parent; only those count as duplicates.
-    explicit: bool,
-    pub children: BTreeMap<String, Node>,
-}
-
-impl Default for DirNode {
-    fn default() -> Self {
-        Self {
-            mode: IMPLICIT_DIR_MODE,
-            explicit: false,
-            children: BTreeMap::new(),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub(crate) struct FileNode {
-    pub mode: u32,
-    pub data: Vec<u8>,
-}
-
-/// Shows the size, never the bytes: images carry secrets and a `{:?}` must not leak them.
-impl std::fmt::Debug for FileNode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FileNode")
-            .field("mode", &format_args!("{:o}", self.mode))
-            .field("len", &self.data.len())
-            .finish()
-    }
-}
-
-#[derive(Debug, Clone)]
-pub(crate) enum Node {
-    Dir(DirNode),
-    File(FileNode),
 }
 
 impl IsoBuilder {
