@@ -16,6 +16,7 @@ use openssl::sha::Sha256;
 use serde::{Deserialize, Serialize};
 
 use crate::site::STATE_DIR;
+use crate::util::digest::hex;
 use crate::util::fs::{Clobber, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, write_atomic};
 
 /// Under `SITE/.ibi/`, beside the identity.
@@ -60,10 +61,6 @@ impl Fingerprint {
     pub fn hex(self) -> String {
         hex(&self.0.finish())
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn file_sha256(path: &Path) -> Result<String> {

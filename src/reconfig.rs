@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::config::{ImageDigestSource, Proxy, SiteInputs};
 use crate::pki::SiteCrypto;
+use crate::util::secret::Secret;
 
 /// The only version post-pivot accepts ("unsupported seed reconfiguration version" otherwise).
 pub const SEED_RECONFIGURATION_VERSION: u32 = 1;
@@ -49,8 +50,8 @@ pub struct SeedReconfiguration {
     pub hostname: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub infra_id: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub kubeadmin_password_hash: String,
+    #[serde(skip_serializing_if = "Secret::is_empty")]
+    pub kubeadmin_password_hash: Secret<String>,
     #[serde(rename = "KubeconfigCryptoRetention")]
     pub kubeconfig_crypto_retention: KubeconfigCryptoRetention,
     /// The first machine network: the only one lifecycle-agent 4.16–4.19 reads (post-pivot needs it
@@ -67,8 +68,8 @@ pub struct SeedReconfiguration {
     pub ssh_key: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy: Option<Proxy>,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub pull_secret: String,
+    #[serde(skip_serializing_if = "Secret::is_empty")]
+    pub pull_secret: Secret<String>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub node_labels: BTreeMap<String, String>,
 }
@@ -102,9 +103,9 @@ pub struct KubeApiCrypto {
 
 #[derive(Debug, Serialize)]
 pub struct ServingCrypto {
-    pub localhost_signer_private_key: String,
-    pub service_network_signer_private_key: String,
-    pub loadbalancer_external_signer_private_key: String,
+    pub localhost_signer_private_key: Secret<String>,
+    pub service_network_signer_private_key: Secret<String>,
+    pub loadbalancer_external_signer_private_key: Secret<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -114,7 +115,8 @@ pub struct ClientAuthCrypto {
 
 #[derive(Debug, Serialize)]
 pub struct IngressCrypto {
-    pub ingress_ca: String,
+    /// The ingress CA's private key (PEM).
+    pub ingress_ca: Secret<String>,
     pub ingress_certificate_cn: String,
 }
 
@@ -141,7 +143,7 @@ impl SeedReconfiguration {
             chrony_config: chrony_config(&ibc.additional_ntp_sources),
             hostname: ibc.hostname.clone(),
             infra_id: id.infra_id.to_string(),
-            kubeadmin_password_hash: id.kubeadmin_password_hash.to_string(),
+            kubeadmin_password_hash: Secret::new(id.kubeadmin_password_hash.to_string()),
             kubeconfig_crypto_retention: crypto_retention(id.crypto),
             machine_network: machine_networks.first().cloned().unwrap_or_default(),
             machine_networks,
@@ -193,22 +195,22 @@ fn crypto_retention(c: &SiteCrypto) -> KubeconfigCryptoRetention {
     KubeconfigCryptoRetention {
         kube_api_crypto: KubeApiCrypto {
             serving_crypto: ServingCrypto {
-                localhost_signer_private_key: c.kube_apiserver_localhost_signer.key_pem.clone(),
-                service_network_signer_private_key: c
-                    .kube_apiserver_service_network_signer
-                    .key_pem
-                    .clone(),
-                loadbalancer_external_signer_private_key: c
-                    .kube_apiserver_lb_signer
-                    .key_pem
-                    .clone(),
+                localhost_signer_private_key: Secret::new(
+                    c.kube_apiserver_localhost_signer.key_pem.clone(),
+                ),
+                service_network_signer_private_key: Secret::new(
+                    c.kube_apiserver_service_network_signer.key_pem.clone(),
+                ),
+                loadbalancer_external_signer_private_key: Secret::new(
+                    c.kube_apiserver_lb_signer.key_pem.clone(),
+                ),
             },
             client_auth_crypto: ClientAuthCrypto {
                 admin_ca_certificate: c.admin_kubeconfig_signer.cert_pem.clone(),
             },
         },
         ingress_crypto: IngressCrypto {
-            ingress_ca: c.ingress_operator_signer.key_pem.clone(),
+            ingress_ca: Secret::new(c.ingress_operator_signer.key_pem.clone()),
             ingress_certificate_cn: c.ingress_certificate_cn.clone(),
         },
     }

@@ -26,6 +26,7 @@ pub use mirrors::pull_endpoints;
 
 use crate::config::ImageDigestSource;
 use crate::image_ref::ImageReference;
+use crate::util::digest::sha256_hex;
 
 /// Manifest media types ibi understands: OCI and Docker v2s2, single images and indexes.
 const MANIFEST_MEDIA_TYPES: &[&str] = &[
@@ -600,13 +601,6 @@ fn read_blob(dir: &Path, digest: &str) -> anyhow::Result<Vec<u8>> {
         bail!("{} is corrupt: its sha256 is {actual}", path.display());
     }
     Ok(bytes)
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    openssl::sha::sha256(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 #[cfg(test)]

@@ -215,7 +215,7 @@ pub fn registry_options(
     insecure_registries: Vec<String>,
 ) -> Result<RegistryOptions, String> {
     registry_access(
-        &config.pull_secret,
+        config.pull_secret.expose(),
         config.image_digest_sources(),
         &config.additional_trust_bundle,
         insecure_registries,
@@ -229,7 +229,7 @@ pub fn site_registry_options(
     insecure_registries: Vec<String>,
 ) -> Result<RegistryOptions, String> {
     registry_access(
-        &config.pull_secret,
+        config.pull_secret.expose(),
         &config.image_digest_sources().unwrap_or_default(),
         &config.additional_trust_bundle,
         insecure_registries,

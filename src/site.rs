@@ -16,6 +16,7 @@ use tracing::{info, warn};
 
 use crate::pki::{self, SiteCrypto};
 use crate::util::fs::{Clobber, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, write_atomic};
+use crate::util::secret::Secret;
 
 /// Directory under `--dir` holding the identity; 0700 because it holds private keys.
 pub const STATE_DIR: &str = ".ibi";
@@ -33,8 +34,8 @@ pub struct Identity {
     pub infra_id: String,
     /// The cluster name `infra_id` was derived from; a rename derives a new one.
     pub infra_id_cluster_name: String,
-    pub kubeadmin_password: String,
-    pub kubeadmin_password_hash: String,
+    pub kubeadmin_password: Secret<String>,
+    pub kubeadmin_password_hash: Secret<String>,
     pub crypto: SiteCrypto,
 }
 
@@ -138,8 +139,8 @@ fn create(cluster_name: &str, threads: NonZeroUsize) -> Result<Identity> {
         cluster_id: uuid_v4()?,
         infra_id: infra_id(cluster_name)?,
         infra_id_cluster_name: cluster_name.to_string(),
-        kubeadmin_password: password,
-        kubeadmin_password_hash: hash,
+        kubeadmin_password: password.into(),
+        kubeadmin_password_hash: hash.into(),
         crypto,
     })
 }
@@ -149,8 +150,8 @@ fn create(cluster_name: &str, threads: NonZeroUsize) -> Result<Identity> {
 fn rotate(old: Identity, threads: NonZeroUsize) -> Result<Identity> {
     let (password, crypto, hash) = fresh_secrets(threads)?;
     Ok(Identity {
-        kubeadmin_password: password,
-        kubeadmin_password_hash: hash,
+        kubeadmin_password: password.into(),
+        kubeadmin_password_hash: hash.into(),
         crypto,
         ..old
     })
@@ -170,7 +171,7 @@ pub fn uuid_v4() -> Result<String> {
     openssl::rand::rand_bytes(&mut b).context("drawing random bytes for cluster_id")?;
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let h = crate::util::digest::hex(&b);
     Ok(format!(
         "{}-{}-{}-{}-{}",
         &h[0..8],

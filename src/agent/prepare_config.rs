@@ -122,8 +122,7 @@ impl ConfigFingerprint {
     /// Fingerprints the exact bytes: a reformatted file counts as a different configuration, which errs on
     /// the side of not resuming a half-finished install with something else.
     pub fn of(bytes: &[u8]) -> Self {
-        let digest = openssl::sha::sha256(bytes);
-        ConfigFingerprint(digest.iter().map(|b| format!("{b:02x}")).collect())
+        ConfigFingerprint(crate::util::digest::sha256_hex(bytes))
     }
 }
 

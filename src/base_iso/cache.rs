@@ -293,11 +293,7 @@ impl<W: Write> HashingWriter<W> {
     }
 
     fn finish(self) -> String {
-        self.hasher
-            .finish()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::util::digest::hex(&self.hasher.finish())
     }
 }
 

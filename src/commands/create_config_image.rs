@@ -128,7 +128,7 @@ pub fn build_from(
     write_outputs(
         dir,
         &rendered,
-        &state.identity.kubeadmin_password,
+        state.identity.kubeadmin_password.expose(),
         state.origin,
     )
 }
@@ -182,7 +182,7 @@ fn render(inputs: &SiteInputs, id: &site::Identity, timestamp: i64) -> Result<Re
         &reconfig::Identity {
             cluster_id,
             infra_id,
-            kubeadmin_password_hash: &id.kubeadmin_password_hash,
+            kubeadmin_password_hash: id.kubeadmin_password_hash.expose(),
             crypto: &id.crypto,
         },
     )?

@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::util::secret::Secret;
+
 use serde::{Deserialize, Serialize};
 use serde_yaml_ng::Value;
 
@@ -32,7 +34,7 @@ pub struct InstallConfig {
     pub compute: Option<Vec<MachinePool>>,
     /// One key per platform; only `none` is supported.
     pub platform: Option<BTreeMap<String, Value>>,
-    pub pull_secret: String,
+    pub pull_secret: Secret<String>,
     pub proxy: Option<Proxy>,
     /// Deprecated form of `imageDigestSources`; see [`InstallConfig::image_digest_sources`].
     pub image_content_sources: Option<Vec<ImageContentSource>>,

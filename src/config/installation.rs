@@ -22,6 +22,7 @@ use super::install_config::{ImageDigestSource, Proxy};
 use super::{lca_versions, load_input, nmstate_check, rules};
 use crate::image_ref::check_pull_spec;
 use crate::image_ref::{is_registry_host, split_host_port};
+use crate::util::secret::Secret;
 
 /// The input file of `ibi create image`, named as `openshift-install image-based create image` names it.
 pub const IMAGE_BASED_INSTALLATION_CONFIG_FILE: &str = "image-based-installation-config.yaml";
@@ -85,7 +86,7 @@ pub struct InstallationConfig {
     pub installation_disk: String,
     /// Auth file of the live ISO's podman pulls (`/var/tmp/pull-secret.json`).
     #[serde(deserialize_with = "nullable")]
-    pub pull_secret: String,
+    pub pull_secret: Secret<String>,
     /// Authorized key of the live ISO's `core` user.
     #[serde(deserialize_with = "nullable")]
     pub ssh_key: String,
@@ -216,10 +217,10 @@ impl InstallationConfig {
 /// own checks is kept, the rules it lacks follow.
 pub fn validate_installation_config(c: &InstallationConfig) -> (Vec<Finding>, Vec<String>) {
     let mut f = Findings::new(IMAGE_BASED_INSTALLATION_CONFIG_FILE);
-    if c.pull_secret.trim().is_empty() {
+    if c.pull_secret.expose().trim().is_empty() {
         f.add("pullSecret", "required: you must specify a pullSecret");
     } else {
-        rules::pull_secret(&mut f, "pullSecret", &c.pull_secret);
+        rules::pull_secret(&mut f, "pullSecret", c.pull_secret.expose());
     }
     rules::ssh_key(&mut f, "sshKey", &c.ssh_key);
     required(&mut f, "seedImage", &c.seed_image, "a seedImage");

@@ -20,7 +20,7 @@ pub fn validate_install_config(c: &InstallConfig) -> (Vec<Finding>, Vec<String>)
     single_node(&mut f, c);
     platform(&mut f, c);
     networking(&mut f, c);
-    rules::pull_secret(&mut f, "pullSecret", &c.pull_secret);
+    rules::pull_secret(&mut f, "pullSecret", c.pull_secret.expose());
     rules::ssh_key(&mut f, "sshKey", &c.ssh_key);
     if let Some(p) = &c.proxy {
         rules::proxy(&mut f, "proxy", p);

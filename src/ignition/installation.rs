@@ -30,6 +30,7 @@ use super::merge::{merge_configs, parse_override};
 use super::registries::registries_conf;
 use super::types::{Config, File, IGNITION_VERSION, Ignition, Passwd, PasswdUser, Unit};
 use crate::config::{ImageDigestSource, Proxy};
+use crate::util::secret::Secret;
 
 /// The live ISO's login user (RHCOS), given the SSH key.
 pub const CORE_USER: &str = "core";
@@ -118,7 +119,7 @@ pub struct InstallationIgnitionInputs {
     pub seed_version: String,
     pub installation_disk: String,
     /// Written to [`PULL_SECRET_PATH`] with a newline added, as the installer's template does.
-    pub pull_secret: String,
+    pub pull_secret: Secret<String>,
     /// The `core` user's only key; empty gives `[""]`, as with the installer.
     pub ssh_key: String,
     /// The three `extraPartition*` keys are omitted from ibi-configuration.json when `None`, empty or 0
@@ -250,7 +251,7 @@ fn base_config(i: &InstallationIgnitionInputs) -> Config {
 /// The template files, in the installer's directory-walk order (`usr/` before `var/`, then by name).
 fn template_files(i: &InstallationIgnitionInputs) -> Result<Vec<File>> {
     let network = format!("{}\n", i.network_config.as_deref().unwrap_or(""));
-    let pull_secret = format!("{}\n", i.pull_secret);
+    let pull_secret = format!("{}\n", i.pull_secret.expose());
     let (script_path, script) = match i.host_agent_image {
         None => (INSTALL_SCRIPT_PATH, INSTALL_SCRIPT),
         Some(_) => (FETCH_IBI_SCRIPT_PATH, FETCH_IBI_SCRIPT),
