@@ -7,21 +7,11 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use crate::config::ExtraManifest;
+use crate::contract::config_iso::{
+    CONFIG_DIR, EXTRA_MANIFESTS_DIR, IDMS_PATH, MANIFEST_PATH, MANIFESTS_DIR, VOLUME_LABEL,
+};
 use crate::iso9660::{IsoBuilder, WriteOptions};
 use crate::util::fs::{Clobber, SECRET_FILE_MODE, write_atomic_with};
-
-/// Volume label post-pivot looks for with `lsblk -o LABEL`, compared exactly: lower case with a
-/// hyphen, never "corrected" to ISO d-characters.
-pub const VOLUME_LABEL: &str = "cluster-config";
-/// The output file name the installer uses and IBIO/docs refer to.
-pub const ISO_FILE_NAME: &str = "imagebasedconfig.iso";
-/// post-pivot reads `/opt/openshift/cluster-configuration/manifest.json` after copying the ISO root.
-pub const MANIFEST_PATH: &str = "cluster-configuration/manifest.json";
-/// post-pivot lists this directory unconditionally: it must exist even when empty.
-pub const MANIFESTS_DIR: &str = "cluster-configuration/manifests";
-pub const IDMS_PATH: &str = "cluster-configuration/manifests/image-digest-mirror-set.json";
-/// Applied by post-pivot after the cluster manifests.
-pub const EXTRA_MANIFESTS_DIR: &str = "extra-manifests";
 
 const DIR_MODE: u32 = 0o755;
 const FILE_MODE: u32 = 0o644;
@@ -36,7 +26,7 @@ pub struct ConfigIsoContent<'a> {
 /// Lays out the tree. Like the installer, every directory exists even when empty.
 pub fn build_tree(content: ConfigIsoContent<'_>) -> Result<IsoBuilder> {
     let mut b = IsoBuilder::new();
-    b.add_dir("cluster-configuration", DIR_MODE)?;
+    b.add_dir(CONFIG_DIR, DIR_MODE)?;
     b.add_dir(MANIFESTS_DIR, DIR_MODE)?;
     // manifest.json carries private keys and the pull secret.
     b.add_file(MANIFEST_PATH, content.manifest_json, SECRET_FILE_MODE)?;

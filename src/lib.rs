@@ -12,6 +12,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod config_iso;
+pub mod contract;
 pub mod ignition;
 pub mod image_ref;
 pub mod iso9660;

@@ -12,11 +12,10 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::config::{ImageDigestSource, Proxy, SiteInputs};
+use crate::contract::config_iso::SEED_RECONFIGURATION_VERSION;
 use crate::pki::SiteCrypto;
 use crate::util::secret::Secret;
 
-/// The only version post-pivot accepts ("unsupported seed reconfiguration version" otherwise).
-pub const SEED_RECONFIGURATION_VERSION: u32 = 1;
 /// Name of the user CA configmap; post-pivot maps it to recert's `proxy_trusted_ca_bundle`.
 pub const USER_CA_BUNDLE_CONFIGMAP: &str = "user-ca-bundle";
 /// Name of the IDMS object the installer writes; post-pivot deletes all IDMSs before applying ours.

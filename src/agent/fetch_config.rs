@@ -14,17 +14,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-use crate::config_iso::{MANIFEST_PATH, VOLUME_LABEL};
+use crate::contract::config_iso::{HOST_TARGET, LEGACY_VOLUME_LABEL, MANIFEST_PATH, VOLUME_LABEL};
 
 pub use label::{FsKind, Probe, parse_label};
 pub use scan::Found;
-pub use stage::{API_VERSION, check_manifest};
+pub use stage::check_manifest;
 
-/// The label post-pivot looked for before January 2024 (lifecycle-agent commit 43dc4c48e); still
-/// accepted by post-pivot, so accepted here.
-pub const LEGACY_VOLUME_LABEL: &str = "relocation-config";
-/// Where post-pivot expects the tree (`/opt` is `/var/opt` on RHCOS), relative to the root.
-pub const DEFAULT_TARGET: &str = "opt/openshift";
 /// post-pivot polls every second; so do we when no event wakes us earlier.
 pub const DEFAULT_POLL: Duration = Duration::from_secs(1);
 
@@ -50,7 +45,7 @@ impl FetchConfigOptions {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         Self {
-            target: root.join(DEFAULT_TARGET),
+            target: root.join(HOST_TARGET),
             root,
             labels: vec![VOLUME_LABEL.to_string(), LEGACY_VOLUME_LABEL.to_string()],
             timeout: None,

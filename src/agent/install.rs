@@ -83,7 +83,7 @@ impl InstallOptions {
             sysroot_mount: PathBuf::from("/mnt"),
             containers_mount: PathBuf::from("/var/lib/containers"),
             state_file: PathBuf::from("/var/tmp/ibi-install-state.json"),
-            status_file: PathBuf::from(crate::agent::state::DEFAULT_STATUS_PATH),
+            status_file: PathBuf::from(crate::contract::agent_status::DEFAULT_STATUS_PATH),
             registries_conf: PathBuf::from(crate::agent::precache::REGISTRIES_CONF),
             authfile: None,
             coreos_installer: "coreos-installer".to_string(),

@@ -16,22 +16,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::disk::{StartSpec, parse_partition_start};
+use crate::contract::ibi_configuration::{
+    DEFAULT_EXTRA_PARTITION_LABEL, DEFAULT_EXTRA_PARTITION_NUMBER, DEFAULT_EXTRA_PARTITION_START,
+    FIRST_FREE_PARTITION_NUMBER, KEYS, MAX_GPT_NAME_UNITS, MAX_GPT_PARTITION_NUMBER,
+    stateroot_name,
+};
 use crate::util::fs::{MAX_INPUT_BYTES, read_input_file};
-
-/// Default `extraPartitionStart` (lca-cli `SetDefaultValues`): the last 40 GiB of the disk.
-pub const DEFAULT_EXTRA_PARTITION_START: &str = "-40G";
-/// Default `extraPartitionLabel` since MGMT-19292; it must match the seed's `var-lib-containers.mount`.
-pub const DEFAULT_EXTRA_PARTITION_LABEL: &str = "var-lib-containers";
-/// Default `extraPartitionNumber` (lca-cli `SetDefaultValues`).
-pub const DEFAULT_EXTRA_PARTITION_NUMBER: u32 = 5;
-/// RHCOS's own partitions are 1–4 (BIOS-BOOT, EFI-SYSTEM, boot, root); the extra one must come after them.
-const FIRST_FREE_PARTITION_NUMBER: u32 = 5;
-/// A GPT entry has room for 128 partitions.
-const MAX_GPT_PARTITION_NUMBER: u32 = 128;
-/// A GPT partition name is 36 UTF-16 code units.
-const MAX_GPT_NAME_UNITS: usize = 36;
-/// lca-cli (`internal/prep`) names the stateroot `rhcos_<seedVersion with - turned into _>`.
-const STATEROOT_PREFIX: &str = "rhcos_";
 
 /// The validated configuration, defaults applied. Serializes with lca-cli's key names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -76,22 +66,6 @@ struct RawPrepareConfig {
     coreos_installer_args: Option<Vec<String>>,
 }
 
-/// Every key of `IBIPrepareConfig`; any other key is ignored, as Go's decoder does.
-const KEYS: [&str; 13] = [
-    "seedImage",
-    "seedVersion",
-    "installationDisk",
-    "releaseRegistry",
-    "precacheBestEffort",
-    "precacheDisabled",
-    "shutdown",
-    "useContainersFolder",
-    "extraPartitionStart",
-    "extraPartitionLabel",
-    "extraPartitionNumber",
-    "skipDiskCleanup",
-    "coreosInstallerArgs",
-];
 /// The boolean keys, which YAML 1.1 (lca-cli's YAML library) also spells `yes`/`no`/`on`/`off`.
 const BOOL_KEYS: [&str; 5] = [
     "precacheBestEffort",
@@ -363,11 +337,6 @@ impl PrepareConfig {
     }
 }
 
-/// `rhcos_` + `seed_version` with `-` turned into `_`, as lca-cli names the stateroot.
-pub fn stateroot_name(seed_version: &str) -> String {
-    format!("{STATEROOT_PREFIX}{}", seed_version.replace('-', "_"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -592,10 +561,8 @@ mod tests {
     }
 
     #[test]
-    fn stateroot_names() {
+    fn stateroot_of_the_config() {
         assert_eq!(stateroot_name("4.16.0-rc.1"), "rhcos_4.16.0_rc.1");
-        assert_eq!(stateroot_name("4.16.0"), "rhcos_4.16.0");
-        assert_eq!(stateroot_name("4.17.0-ec.2-x"), "rhcos_4.17.0_ec.2_x");
     }
 
     #[test]

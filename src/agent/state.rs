@@ -10,7 +10,7 @@ mod runner;
 mod status;
 
 pub use runner::{Runner, StepFn, step};
-pub use status::{DEFAULT_STATUS_PATH, ImageCounts, Progress, RunState, Status};
+pub use status::Progress;
 
 use std::collections::BTreeSet;
 use std::fmt;

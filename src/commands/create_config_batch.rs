@@ -30,7 +30,7 @@ use crate::config::{
     self, EXTRA_MANIFESTS_DIR, ExtraManifest, Finding, FleetBase, SiteEntry, SiteFiles,
     ValidationError,
 };
-use crate::config_iso::ISO_FILE_NAME;
+use crate::contract::config_iso::ISO_FILE_NAME;
 use crate::pki;
 use crate::seed::preflight::{self, SiteSeed};
 use crate::site::{self, Origin};

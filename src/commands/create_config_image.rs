@@ -15,6 +15,7 @@ use tracing::{info, warn};
 use crate::cli::CreateConfigImageOpts;
 use crate::config::{self, InstallConfig, SiteInputs, ValidationError};
 use crate::config_iso::{self, ConfigIsoContent};
+use crate::contract::config_iso::ISO_FILE_NAME;
 use crate::pki;
 use crate::reconfig::{self, SeedReconfiguration};
 use crate::seed::preflight::{self, SiteSeed};
@@ -151,7 +152,7 @@ fn check_output_paths(dir: &Path) -> Result<()> {
         }
     }
     let files = [
-        dir.join(config_iso::ISO_FILE_NAME),
+        dir.join(ISO_FILE_NAME),
         dir.join(AUTH_DIR).join(KUBECONFIG_FILE),
         dir.join(AUTH_DIR).join(KUBEADMIN_PASSWORD_FILE),
         identity.clone(),
@@ -207,7 +208,7 @@ fn render(inputs: &SiteInputs, id: &site::Identity, timestamp: i64) -> Result<Re
 }
 
 fn write_outputs(dir: &Path, r: &Rendered, password: &str, origin: Origin) -> Result<Outputs> {
-    let iso = dir.join(config_iso::ISO_FILE_NAME);
+    let iso = dir.join(ISO_FILE_NAME);
     config_iso::write_iso(&iso, &r.iso_tree, r.timestamp)?;
     let auth = dir.join(AUTH_DIR);
     ensure_dir(&auth, SECRET_DIR_MODE)?;

@@ -14,15 +14,13 @@ use serde_json::Value;
 
 use crate::cli::InspectOpts;
 use crate::commands::ign_report;
-use crate::config_iso::{MANIFEST_PATH, VOLUME_LABEL};
+use crate::contract::config_iso::{LEGACY_VOLUME_LABEL, MANIFEST_PATH, VOLUME_LABEL};
 use crate::ignition::host_agent::{HOST_AGENT_DROPIN, HOST_AGENT_IMAGE_ENV};
 use crate::ignition::{IBI_AGENT_UNIT, INSTALL_UNIT};
 use crate::iso9660::IsoReader;
 use crate::live_iso::{self, LiveIsoError};
 use crate::util::fs::check_input_file;
 
-/// post-pivot also accepts this older label.
-const LEGACY_VOLUME_LABEL: &str = "relocation-config";
 /// manifest.json keys safe to show; everything else may hold keys or secrets.
 const MANIFEST_SHOWN: [&str; 6] = [
     "api_version",

@@ -20,6 +20,10 @@ use serde_yaml_ng::Value;
 use super::finding::{Finding, Findings, ValidationError, decode_strict, idx};
 use super::install_config::{ImageDigestSource, Proxy};
 use super::{lca_versions, load_input, nmstate_check, rules};
+use crate::contract::ibi_configuration::{
+    DEFAULT_EXTRA_PARTITION_LABEL, DEFAULT_EXTRA_PARTITION_NUMBER, DEFAULT_EXTRA_PARTITION_START,
+    MAX_GPT_NAME_UNITS, MAX_GPT_PARTITION_NUMBER, RHCOS_PARTITIONS,
+};
 use crate::image_ref::check_pull_spec;
 use crate::image_ref::{is_registry_host, split_host_port};
 use crate::util::secret::Secret;
@@ -30,12 +34,6 @@ pub const IMAGE_BASED_INSTALLATION_CONFIG_FILE: &str = "image-based-installation
 /// `lca-cli ibi` runs it with `bash -c var/tmp/post.sh` after restoring the seed.
 pub const POST_SH_FILE: &str = "post.sh";
 
-/// `extraPartitionStart` when absent: the last 40 GiB of the disk (lca-cli ibi's default too).
-pub const DEFAULT_EXTRA_PARTITION_START: &str = "-40G";
-/// `extraPartitionLabel` when absent; must match the partlabel the seed mounts at /var/lib/containers.
-pub const DEFAULT_EXTRA_PARTITION_LABEL: &str = "var-lib-containers";
-/// `extraPartitionNumber` when absent; lca-cli ibi finds the new partition as lsblk `children[N-1]`.
-pub const DEFAULT_EXTRA_PARTITION_NUMBER: u32 = 5;
 /// `architecture` when absent or empty, as in the installer.
 pub const DEFAULT_ARCHITECTURE: &str = "amd64";
 /// The architectures the installer builds installation ISOs for.
@@ -58,10 +56,6 @@ pub const COREOS_INSTALLER_FLAGS: &[&str] = &[
 /// Non-flag characters the installer accepts in `coreosInstallerArgs` (besides ASCII letters and digits):
 /// its class `[A-Za-z0-9@!#$%*()_+-=//.,";':{}\[\]]`, where `+-=` is the range 0x2B–0x3D.
 const INSTALLER_ARG_PUNCTUATION: &str = "@!#$%*()_+,-./:;<=\"'{}[]";
-/// GPT partition tables hold 128 entries unless created otherwise; coreos-installer writes the default.
-const MAX_GPT_PARTITIONS: u32 = 128;
-/// A GPT partition name is at most 36 UTF-16 code units.
-const MAX_PARTITION_LABEL: usize = 36;
 
 /// `image-based-installation-config.yaml`, as written (defaults are applied by the accessors).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -332,7 +326,7 @@ fn extra_partition_label(f: &mut Findings, label: Option<&str>) {
         );
         return;
     }
-    let ok = label.len() <= MAX_PARTITION_LABEL
+    let ok = label.len() <= MAX_GPT_NAME_UNITS
         && label
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
@@ -340,14 +334,11 @@ fn extra_partition_label(f: &mut Findings, label: Option<&str>) {
         f.add(
             field,
             format!(
-                "invalid value {label:?}: a GPT partition name of at most {MAX_PARTITION_LABEL} characters of A-Z, a-z, 0-9, '.', '_' and '-'"
+                "invalid value {label:?}: a GPT partition name of at most {MAX_GPT_NAME_UNITS} characters of A-Z, a-z, 0-9, '.', '_' and '-'"
             ),
         );
     }
 }
-
-/// coreos-installer writes RHCOS as partitions 1-4; the extra partition must come after them.
-const RHCOS_PARTITIONS: u32 = 4;
 
 /// Bounds of a GPT partition number. The installer omits 0 from ibi-configuration.json, so lca-cli would
 /// silently use 5; we reject it instead.
@@ -363,9 +354,9 @@ fn extra_partition_number(f: &mut Findings, number: Option<u32>) {
                 "invalid value {n}: RHCOS uses partitions 1-{RHCOS_PARTITIONS} (BIOS-BOOT, EFI-SYSTEM, boot, root); the installation would fail after wiping the disk"
             ),
         ),
-        Some(n) if n > MAX_GPT_PARTITIONS => f.add(
+        Some(n) if n > MAX_GPT_PARTITION_NUMBER => f.add(
             "extraPartitionNumber",
-            format!("invalid value {n}: a GPT disk holds at most {MAX_GPT_PARTITIONS} partitions"),
+            format!("invalid value {n}: a GPT disk holds at most {MAX_GPT_PARTITION_NUMBER} partitions"),
         ),
         _ => {}
     }

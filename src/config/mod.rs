@@ -39,8 +39,7 @@ pub use install_config::{
     parse_install_config,
 };
 pub use installation::{
-    ARCHITECTURES, COREOS_INSTALLER_FLAGS, DEFAULT_ARCHITECTURE, DEFAULT_EXTRA_PARTITION_LABEL,
-    DEFAULT_EXTRA_PARTITION_NUMBER, DEFAULT_EXTRA_PARTITION_START, DEFAULT_HOST_AGENT,
+    ARCHITECTURES, COREOS_INSTALLER_FLAGS, DEFAULT_ARCHITECTURE, DEFAULT_HOST_AGENT,
     HOST_AGENT_BINARY_IN_IMAGE, HOST_AGENTS, HostAgent, IMAGE_BASED_INSTALLATION_CONFIG_FILE,
     InstallationConfig, InstallationInputs, POST_SH_FILE, load_installation_inputs,
     parse_installation_config, validate_installation_config,

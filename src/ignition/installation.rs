@@ -22,7 +22,6 @@
 //! places in the build order; everything else is unchanged.
 
 use anyhow::{Context, Result, bail};
-use serde::Serialize;
 use serde_json::Value;
 
 use super::host_agent::{FETCH_IBI_SCRIPT, FETCH_IBI_SCRIPT_PATH, ibi_agent_unit};
@@ -30,6 +29,9 @@ use super::merge::{merge_configs, parse_override};
 use super::registries::registries_conf;
 use super::types::{Config, File, IGNITION_VERSION, Ignition, Passwd, PasswdUser, Unit};
 use crate::config::{ImageDigestSource, Proxy};
+use crate::contract::ibi_configuration::{
+    self, IBI_CONFIGURATION_PATH, IbiConfigurationFile, POST_SCRIPT_PATH, PULL_SECRET_PATH,
+};
 use crate::util::secret::Secret;
 
 /// The live ISO's login user (RHCOS), given the SSH key.
@@ -38,17 +40,10 @@ pub const CORE_USER: &str = "core";
 pub const REGISTRIES_CONF_PATH: &str = "/etc/containers/registries.conf";
 /// Picked up by the live ISO's CA trust (update-ca-trust) for registry TLS.
 pub const TRUST_BUNDLE_PATH: &str = "/etc/pki/ca-trust/source/anchors/additional-trust-bundle.pem";
-/// Run by lca-cli (`bash -c var/tmp/post.sh`, relative to CWD `/`) after precache; needs the exec bit.
-pub const POST_SCRIPT_PATH: &str = "/var/tmp/post.sh";
 /// `ExecStart=` of [`INSTALL_UNIT`]; relabelled `install_exec_t` by its `ExecStartPre=`.
 pub const INSTALL_SCRIPT_PATH: &str = "/usr/local/bin/install-rhcos-and-restore-seed.sh";
-/// `lca-cli ibi -f` reads it (the unit passes it as `IBI_CONFIGURATION_FILE`).
-pub const IBI_CONFIGURATION_PATH: &str = "/var/tmp/ibi-configuration.json";
 /// Applied with `nmstatectl apply` by [`NETWORK_CONFIG_UNIT`].
 pub const NETWORK_CONFIG_PATH: &str = "/var/tmp/network-config.yaml";
-/// Auth file of the script's `podman create` (`PULL_SECRET_FILE`) and of lca-cli's pulls, which open
-/// it as `var/tmp/pull-secret.json` relative to CWD `/`.
-pub const PULL_SECRET_PATH: &str = "/var/tmp/pull-secret.json";
 /// The oneshot unit that runs [`INSTALL_SCRIPT_PATH`]; always enabled.
 pub const INSTALL_UNIT: &str = "install-rhcos-and-restore-seed.service";
 /// Applies the static network before [`INSTALL_UNIT`]; enabled only with a `networkConfig`.
@@ -410,46 +405,9 @@ fn quote_unit_value(v: &str) -> String {
         .replace('%', "%%")
 }
 
-/// `ibi-configuration.json` as lca-cli's `IBIPrepareConfig` reads it; field order and omission rules
-/// are the installer's `ibiConfigurationFile`, plus the precache keys (which lca-cli honours and the
-/// installer drops) after them, only when set.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct IbiConfigurationFile<'a> {
-    #[serde(skip_serializing_if = "str::is_empty")]
-    extra_partition_label: &'a str,
-    #[serde(skip_serializing_if = "is_zero")]
-    extra_partition_number: u32,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    extra_partition_start: &'a str,
-    installation_disk: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    release_registry: &'a str,
-    seed_image: &'a str,
-    seed_version: &'a str,
-    #[serde(skip_serializing_if = "is_false")]
-    shutdown: bool,
-    #[serde(skip_serializing_if = "is_false")]
-    skip_disk_cleanup: bool,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    coreos_installer_args: &'a [String],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    precache_best_effort: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    precache_disabled: Option<bool>,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
-fn is_false(b: &bool) -> bool {
-    !b
-}
-
-/// The file's bytes: compact JSON with Go's HTML escaping, plus the template's newline.
+/// The file's bytes for these inputs (see [`crate::contract::ibi_configuration::encode`]).
 pub fn ibi_configuration_json(i: &InstallationIgnitionInputs) -> Result<Vec<u8>> {
-    let file = IbiConfigurationFile {
+    ibi_configuration::encode(&IbiConfigurationFile {
         extra_partition_label: i.extra_partition_label.as_deref().unwrap_or(""),
         extra_partition_number: i.extra_partition_number.unwrap_or(0),
         extra_partition_start: i.extra_partition_start.as_deref().unwrap_or(""),
@@ -462,24 +420,5 @@ pub fn ibi_configuration_json(i: &InstallationIgnitionInputs) -> Result<Vec<u8>>
         coreos_installer_args: &i.coreos_installer_args,
         precache_best_effort: i.precache_best_effort,
         precache_disabled: i.precache_disabled,
-    };
-    let json = serde_json::to_string(&file).context("serializing ibi-configuration.json")?;
-    Ok(format!("{}\n", go_json_escape(&json)).into_bytes())
-}
-
-/// Go's `json.Marshal` escapes `<`, `>`, `&`, U+2028 and U+2029 inside strings; serde_json does not.
-/// None of them can appear outside a string in JSON, so replacing them everywhere is safe.
-fn go_json_escape(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    for c in json.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c => out.push(c),
-        }
-    }
-    out
+    })
 }

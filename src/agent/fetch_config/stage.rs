@@ -12,11 +12,11 @@ use std::path::{Component, Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use tempfile::TempDir;
 
-use crate::config_iso::{MANIFEST_PATH, MANIFESTS_DIR};
+use crate::contract::config_iso::{MANIFEST_PATH, MANIFESTS_DIR, SEED_RECONFIGURATION_VERSION};
 use crate::util::fs::{SECRET_DIR_MODE, SECRET_FILE_MODE};
 
 /// The only `api_version` of SeedReconfiguration post-pivot accepts.
-pub const API_VERSION: u64 = 1;
+const API_VERSION: u64 = SEED_RECONFIGURATION_VERSION as u64;
 
 /// A temp dir beside the target that the tree is written into.
 pub struct Staging {

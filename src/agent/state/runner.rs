@@ -117,9 +117,10 @@ mod tests {
     use std::path::Path;
     use std::time::Duration;
 
-    use super::super::{RunState, StateError, Status};
+    use super::super::StateError;
     use super::*;
     use crate::agent::prepare_config::ConfigFingerprint;
+    use crate::contract::agent_status::{RunState, Status};
 
     const PLAN: [Step; 8] = [
         Step::DiskCleanup,
