@@ -6,20 +6,15 @@
 
 #[cfg(feature = "agent")]
 pub mod agent;
-pub mod base_iso;
-pub mod batch_state;
 pub mod cli;
 pub mod commands;
 pub mod config;
-pub mod config_iso;
+pub mod config_image;
 pub mod contract;
 pub mod ignition;
 pub mod image_ref;
+pub mod install_image;
 pub mod iso9660;
 pub mod live_iso;
-pub mod pki;
-pub mod reconfig;
-pub mod registry;
 pub mod seed;
-pub mod site;
 pub mod util;

@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{ImageDigestSource, InstallConfig, InstallationConfig};
 use crate::image_ref::{ImageReference, parse_image_reference};
-use crate::registry::{self, RegistryOptions};
+use registry::RegistryOptions;
 
 pub mod preflight;
+pub mod registry;
 
 /// The seed format label; lifecycle-agent's IBU prep handler requires [`SEED_FORMAT_VERSION`] exactly.
 pub const SEED_FORMAT_VERSION_LABEL: &str = "com.openshift.lifecycle-agent.seed_format_version";

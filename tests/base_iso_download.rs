@@ -12,7 +12,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use ibi::base_iso::{BaseIsoOptions, BaseIsoSource, fetch};
+use ibi::install_image::base_iso::{BaseIsoOptions, BaseIsoSource, fetch};
 
 const ISO_LEN: usize = 256 * 1024;
 const CHUNK: usize = 4096;

@@ -9,7 +9,8 @@ use std::path::Path;
 use std::process::Command;
 
 use ibi::config::{ImageDigestSource, Proxy};
-use ibi::ignition::{Config, InstallationIgnitionInputs, build_installation_ignition, to_json};
+use ibi::ignition::{Config, to_json};
+use ibi::install_image::ignition::{InstallationIgnitionInputs, build_installation_ignition};
 
 fn minimal() -> InstallationIgnitionInputs {
     InstallationIgnitionInputs {

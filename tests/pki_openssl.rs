@@ -1,11 +1,11 @@
-//! Cross-checks `ibi::pki` output with the real `openssl` command line, an implementation independent of
+//! Cross-checks `ibi::config_image::pki` output with the real `openssl` command line, an implementation independent of
 //! the crate's own parsing: chain verification, printed subjects and extensions, key checks and moduli.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::SystemTime;
 
-use ibi::pki::{CertKey, SiteCrypto, generate_site_crypto};
+use ibi::config_image::pki::{CertKey, SiteCrypto, generate_site_crypto};
 
 /// Runs `openssl` with `args` in `dir`, asserts success and returns stdout.
 fn openssl(dir: &Path, args: &[&str]) -> String {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use common_registry::{TestRegistry, fixture_seed, have_tools, make_seed, versioned_seed};
 use ibi::config::ImageDigestSource;
-use ibi::registry::{RegistryError, RegistryOptions, parse_pull_secret};
+use ibi::seed::registry::{RegistryError, RegistryOptions, parse_pull_secret};
 use ibi::seed::{
     SEED_CLUSTER_INFO_LABEL, SEED_FORMAT_VERSION_LABEL, SeedCheck, SeedExpectations, SeedInfo,
     check_seed, inspect_seed_text,

@@ -220,7 +220,7 @@ pub fn seed_manifest(data: &[u8]) -> Result<(), String> {
     }
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     write_layout(dir.path(), &parts[..3])?;
-    let image = ibi::registry::inspect_layout_image(dir.path(), None, "amd64")
+    let image = ibi::seed::registry::inspect_layout_image(dir.path(), None, "amd64")
         .map_err(|e| format!("{e:#}"))?;
     let info = ibi::seed::SeedInfo {
         digest: image.digest,

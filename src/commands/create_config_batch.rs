@@ -25,15 +25,15 @@ use tracing::warn;
 use super::create_config_image::{
     self, AUTH_DIR, KUBEADMIN_PASSWORD_FILE, KUBECONFIG_FILE, SeedOption,
 };
-use crate::batch_state::{self, Fingerprint};
 use crate::config::{
     self, EXTRA_MANIFESTS_DIR, ExtraManifest, Finding, FleetBase, SiteEntry, SiteFiles,
     ValidationError,
 };
+use crate::config_image::batch_state::{self, Fingerprint};
+use crate::config_image::pki;
+use crate::config_image::site::{self, Origin};
 use crate::contract::config_iso::ISO_FILE_NAME;
-use crate::pki;
 use crate::seed::preflight::{self, SiteSeed};
-use crate::site::{self, Origin};
 use crate::util::progress;
 
 /// The sites' directories go under `BASE/sites/`.

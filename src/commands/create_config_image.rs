@@ -14,12 +14,12 @@ use tracing::{info, warn};
 
 use crate::cli::CreateConfigImageOpts;
 use crate::config::{self, InstallConfig, SiteInputs, ValidationError};
-use crate::config_iso::{self, ConfigIsoContent};
+use crate::config_image::iso::{self, ConfigIsoContent};
+use crate::config_image::pki;
+use crate::config_image::reconfig::{self, SeedReconfiguration};
+use crate::config_image::site::{self, Origin};
 use crate::contract::config_iso::ISO_FILE_NAME;
-use crate::pki;
-use crate::reconfig::{self, SeedReconfiguration};
 use crate::seed::preflight::{self, SiteSeed};
-use crate::site::{self, Origin};
 use crate::util::fs::{Clobber, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, write_atomic};
 
 pub const AUTH_DIR: &str = "auth";
@@ -118,7 +118,7 @@ pub fn build_from(
     crypto_threads: NonZeroUsize,
 ) -> Result<Outputs> {
     check_output_paths(dir)?;
-    let timestamp = config_iso::image_timestamp()?;
+    let timestamp = iso::image_timestamp()?;
     let cluster_name = &inputs.install_config.metadata.name;
     let state =
         site::load_or_create_with_threads(dir, cluster_name, rotate_crypto, crypto_threads)?;
@@ -192,7 +192,7 @@ fn render(inputs: &SiteInputs, id: &site::Identity, timestamp: i64) -> Result<Re
         Some(sources) => Some(reconfig::image_digest_mirror_set(&sources)?),
         None => None,
     };
-    let iso_tree = config_iso::build_tree(ConfigIsoContent {
+    let iso_tree = iso::build_tree(ConfigIsoContent {
         manifest_json: manifest,
         image_digest_mirror_set: idms,
         extra_manifests: &inputs.extra_manifests,
@@ -209,7 +209,7 @@ fn render(inputs: &SiteInputs, id: &site::Identity, timestamp: i64) -> Result<Re
 
 fn write_outputs(dir: &Path, r: &Rendered, password: &str, origin: Origin) -> Result<Outputs> {
     let iso = dir.join(ISO_FILE_NAME);
-    config_iso::write_iso(&iso, &r.iso_tree, r.timestamp)?;
+    iso::write_iso(&iso, &r.iso_tree, r.timestamp)?;
     let auth = dir.join(AUTH_DIR);
     ensure_dir(&auth, SECRET_DIR_MODE)?;
     let kubeconfig = auth.join(KUBECONFIG_FILE);

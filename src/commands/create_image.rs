@@ -12,14 +12,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use tracing::{info, warn};
 
-use crate::base_iso::{self, BaseIsoOptions};
 use crate::cli::CreateImageOpts;
-use crate::commands::ign_report;
 use crate::config::{
     self, Finding, HostAgent, IMAGE_BASED_INSTALLATION_CONFIG_FILE, InstallationConfig,
     ValidationError,
 };
-use crate::ignition::{self, InstallationIgnitionInputs};
+use crate::ignition;
+use crate::install_image::base_iso::{self, BaseIsoOptions};
+use crate::install_image::ignition::{InstallationIgnitionInputs, build_installation_ignition};
+use crate::install_image::report;
 use crate::iso9660::IsoReader;
 use crate::live_iso::{self, EmbedArea, KargsAreas, LiveIsoError, Patch};
 use crate::seed::{self, SeedCheck, SeedExpectations, SeedReference};
@@ -50,7 +51,7 @@ pub fn build(opts: &CreateImageOpts) -> Result<PathBuf> {
     let base = fetch_base_iso(cfg, opts)?;
     let layout = BaseLayout::read(&base, opts.force)?;
     let ign_inputs = ignition_inputs(cfg, inputs.post_sh.clone(), seed_image)?;
-    let config = ignition::build_installation_ignition(&ign_inputs)?;
+    let config = build_installation_ignition(&ign_inputs)?;
     let json = ignition::to_json(&config)?;
     let mut patches = vec![ignition_patch(&json, &layout.ignition, &base)?];
     patches.extend(kargs_patches(&layout, &cfg.live_kernel_args)?);
@@ -186,7 +187,7 @@ fn ignition_patch(json: &[u8], area: &EmbedArea, base: &Path) -> Result<Patch> {
         Err(e @ LiveIsoError::TooLarge { .. }) => {
             let value: serde_json::Value =
                 serde_json::from_slice(json).context("re-reading the generated config")?;
-            let biggest = ign_report::biggest_files(&value, TOO_LARGE_CONTRIBUTORS).join(", ");
+            let biggest = report::biggest_files(&value, TOO_LARGE_CONTRIBUTORS).join(", ");
             Err(anyhow::Error::new(e)).with_context(|| {
                 format!(
                     "embedding the Ignition config into {} (biggest files: {biggest}; post.sh, \

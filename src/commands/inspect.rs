@@ -13,10 +13,10 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use crate::cli::InspectOpts;
-use crate::commands::ign_report;
 use crate::contract::config_iso::{LEGACY_VOLUME_LABEL, MANIFEST_PATH, VOLUME_LABEL};
-use crate::ignition::host_agent::{HOST_AGENT_DROPIN, HOST_AGENT_IMAGE_ENV};
-use crate::ignition::{IBI_AGENT_UNIT, INSTALL_UNIT};
+use crate::install_image::ignition::host_agent::{HOST_AGENT_DROPIN, HOST_AGENT_IMAGE_ENV};
+use crate::install_image::ignition::{IBI_AGENT_UNIT, INSTALL_UNIT};
+use crate::install_image::report;
 use crate::iso9660::IsoReader;
 use crate::live_iso::{self, LiveIsoError};
 use crate::util::fs::check_input_file;
@@ -162,7 +162,7 @@ fn describe_live_iso<F: Read + Seek>(
         None => out.push_str("Live kernel arguments: not modifiable (no kargs.json)\n"),
     }
     if let Some(c) = &config {
-        out.push_str(&ign_report::describe(c));
+        out.push_str(&report::describe(c));
     }
     Ok(())
 }

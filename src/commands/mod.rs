@@ -7,7 +7,6 @@ mod create_config_batch;
 pub mod create_config_image;
 mod create_config_template;
 mod create_image;
-pub mod ign_report;
 mod inspect;
 
 use anyhow::Result;

@@ -12,14 +12,14 @@
 use anyhow::Result;
 use serde_json::json;
 
-use super::installation::{check_unit_value, proxy_environment};
-use super::types::Unit;
+use super::units::{check_unit_value, proxy_environment};
 use crate::config::Proxy;
+use crate::ignition::types::Unit;
 
 /// The live-ISO unit that fetches and runs `ibi agent install`; always enabled in this variant.
 pub const IBI_AGENT_UNIT: &str = "ibi-agent-install.service";
 /// Its text, shared with `tests/units_verify.rs` (one copy, in `units/`).
-pub const IBI_AGENT_SERVICE: &str = include_str!("../../units/ibi-agent-install.service");
+pub const IBI_AGENT_SERVICE: &str = include_str!("../../../units/ibi-agent-install.service");
 /// The first `ExecStartPre=` of [`IBI_AGENT_SERVICE`]; mode 0555 (the installer's rule for `bin/`).
 pub const FETCH_IBI_SCRIPT_PATH: &str = "/usr/local/bin/fetch-ibi.sh";
 /// Where the fetch script reads the image (set by [`HOST_AGENT_DROPIN`]).

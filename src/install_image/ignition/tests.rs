@@ -3,11 +3,11 @@
 //! Expected texts come from the installer's `ignition_test.go` and templates, not from our own output.
 
 use super::installation::*;
-use super::*;
 use crate::config::{ImageDigestSource, Proxy};
 use crate::contract::ibi_configuration::{
     IBI_CONFIGURATION_PATH, POST_SCRIPT_PATH, PULL_SECRET_PATH,
 };
+use crate::ignition::{Config, Unit, to_json};
 
 const SEED: &str = "quay.io/openshift-kni/seed-image:4.16.0";
 const PULL_SECRET: &str = r#"{"auths":{"example.com":{"auth":"c3VwZXItc2VjcmV0Cg=="}}}"#;

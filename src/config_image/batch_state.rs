@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use openssl::sha::Sha256;
 use serde::{Deserialize, Serialize};
 
-use crate::site::STATE_DIR;
+use crate::config_image::site::STATE_DIR;
 use crate::util::digest::hex;
 use crate::util::fs::{Clobber, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, write_atomic};
 

@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::pki::{self, SiteCrypto};
+use crate::config_image::pki::{self, SiteCrypto};
 use crate::util::fs::{Clobber, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, write_atomic};
 use crate::util::secret::Secret;
 

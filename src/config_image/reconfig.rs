@@ -12,8 +12,8 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::config::{ImageDigestSource, Proxy, SiteInputs};
+use crate::config_image::pki::SiteCrypto;
 use crate::contract::config_iso::SEED_RECONFIGURATION_VERSION;
-use crate::pki::SiteCrypto;
 use crate::util::secret::Secret;
 
 /// Name of the user CA configmap; post-pivot maps it to recert's `proxy_trusted_ca_bundle`.

@@ -4,7 +4,7 @@
 //!
 //! Build order (the installer's, which fixes the override's precedence): the `core` user; the optional
 //! files registries.conf, trust bundle and post.sh; then `ignitionConfigOverride` merged over that
-//! ([`super::merge`], override wins); then the template files (install script, ibi-configuration.json,
+//! ([`crate::ignition::merge`], override wins); then the template files (install script, ibi-configuration.json,
 //! network-config.yaml, pull-secret.json), each replacing an entry with the same path or appended, so
 //! they win over the override; then the two units.
 //!
@@ -25,13 +25,14 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use super::host_agent::{FETCH_IBI_SCRIPT, FETCH_IBI_SCRIPT_PATH, ibi_agent_unit};
-use super::merge::{merge_configs, parse_override};
 use super::registries::registries_conf;
-use super::types::{Config, File, IGNITION_VERSION, Ignition, Passwd, PasswdUser, Unit};
+use super::units::{check_unit_value, proxy_environment};
 use crate::config::{ImageDigestSource, Proxy};
 use crate::contract::ibi_configuration::{
     self, IBI_CONFIGURATION_PATH, IbiConfigurationFile, POST_SCRIPT_PATH, PULL_SECRET_PATH,
 };
+use crate::ignition::merge::{merge_configs, parse_override};
+use crate::ignition::types::{Config, File, IGNITION_VERSION, Ignition, Passwd, PasswdUser, Unit};
 use crate::util::secret::Secret;
 
 /// The live ISO's login user (RHCOS), given the SSH key.
@@ -364,45 +365,6 @@ pub fn install_service(seed_image: &str, proxy: Option<&Proxy>) -> Result<String
          {INSTALL_SCRIPT_PATH}\nExecStart={INSTALL_SCRIPT_PATH}\n\n[Install]\nWantedBy=multi-user.target\n"
     ));
     Ok(s)
-}
-
-/// The installer's proxy lines: `Environment=` upper- and lower-case, quoted, for each value set.
-pub(super) fn proxy_environment(proxy: Option<&Proxy>) -> Result<String> {
-    let mut s = String::new();
-    let Some(p) = proxy else { return Ok(s) };
-    for (upper, lower, value) in [
-        ("HTTP_PROXY", "http_proxy", &p.http_proxy),
-        ("HTTPS_PROXY", "https_proxy", &p.https_proxy),
-        ("NO_PROXY", "no_proxy", &p.no_proxy),
-    ] {
-        if !value.is_empty() {
-            check_unit_value(upper, value)?;
-            let v = quote_unit_value(value);
-            s.push_str(&format!(
-                "Environment={upper}=\"{v}\"\nEnvironment={lower}=\"{v}\"\n"
-            ));
-        }
-    }
-    Ok(s)
-}
-
-/// A value with a control character would end the `Environment=` line and inject unit directives.
-pub(super) fn check_unit_value(name: &str, value: &str) -> Result<()> {
-    if let Some(c) = value.chars().find(|c| c.is_control()) {
-        bail!(
-            "{name} {value:?} contains the control character {c:?}, which cannot go into a systemd unit"
-        );
-    }
-    Ok(())
-}
-
-/// Escapes for a double-quoted `Environment=` value. The installer writes the value raw; we escape `\`
-/// and `"` (C-unescaped by systemd inside quotes) and `%` (a specifier): a percent-encoded proxy password
-/// such as `p%40ss` otherwise makes systemd reject the line. Plain URLs come out unchanged.
-fn quote_unit_value(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('%', "%%")
 }
 
 /// The file's bytes for these inputs (see [`crate::contract::ibi_configuration::encode`]).

@@ -1,0 +1,9 @@
+//! The configuration ISO, the product of `ibi create config-image`: one site's identity (keys, IDs,
+//! password, kept between runs), its SeedReconfiguration (`manifest.json`), the ISO tree, the admin
+//! kubeconfig, and many sites in one run.
+
+pub mod batch_state;
+pub mod iso;
+pub mod pki;
+pub mod reconfig;
+pub mod site;

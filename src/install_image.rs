@@ -1,0 +1,6 @@
+//! The installation ISO, the product of `ibi create image`: the base CoreOS live ISO (found, downloaded,
+//! cached), the Ignition config embedded in it that installs the host, and the size report.
+
+pub mod base_iso;
+pub mod ignition;
+pub mod report;
