@@ -2,7 +2,9 @@
 //! password, kept between runs), its SeedReconfiguration (`manifest.json`), the ISO tree, the admin
 //! kubeconfig, and many sites in one run.
 
+pub mod batch;
 pub mod batch_state;
+pub mod build;
 pub mod iso;
 pub mod pki;
 pub mod reconfig;

@@ -2,5 +2,6 @@
 //! cached), the Ignition config embedded in it that installs the host, and the size report.
 
 pub mod base_iso;
+pub mod build;
 pub mod ignition;
 pub mod report;

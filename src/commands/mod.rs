@@ -3,7 +3,6 @@
 #[cfg(feature = "agent")]
 mod agent;
 mod completion;
-mod create_config_batch;
 pub mod create_config_image;
 mod create_config_template;
 mod create_image;
@@ -18,14 +17,7 @@ use crate::config::ValidationError;
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Create(CreateCommand::ConfigTemplate(o)) => create_config_template::run(&o),
-        Command::Create(CreateCommand::ConfigImage(o)) => match &o.sites {
-            Some(inventory) => create_config_batch::run(
-                &o.dir.dir,
-                inventory,
-                create_config_image::SeedOption::from_opts(&o).as_ref(),
-            ),
-            None => create_config_image::run(&o),
-        },
+        Command::Create(CreateCommand::ConfigImage(o)) => create_config_image::run(&o),
         Command::Create(CreateCommand::ImageConfigTemplate(o)) => {
             create_config_template::run_image(&o)
         }

@@ -1,4 +1,4 @@
-//! `create config-image --dir BASE --sites INVENTORY`: one configuration ISO per site of an inventory,
+//! Many sites in one run (`create config-image --sites`): one configuration ISO per site of an inventory,
 //! into `BASE/sites/<site>/`, from the shared inputs in BASE (docs/batch.md).
 //!
 //! The inventory, the shared base and its extra manifests are read and checked first, then the seed of
@@ -19,19 +19,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::thread;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use tracing::warn;
 
-use super::create_config_image::{
-    self, AUTH_DIR, KUBEADMIN_PASSWORD_FILE, KUBECONFIG_FILE, SeedOption,
-};
+use super::batch_state::{self, Fingerprint};
+use super::build::{AUTH_DIR, KUBEADMIN_PASSWORD_FILE, KUBECONFIG_FILE, SeedOption, build_from};
+use super::pki;
+use super::site::{self, Origin};
 use crate::config::{
     self, EXTRA_MANIFESTS_DIR, ExtraManifest, Finding, FleetBase, SiteEntry, SiteFiles,
     ValidationError,
 };
-use crate::config_image::batch_state::{self, Fingerprint};
-use crate::config_image::pki;
-use crate::config_image::site::{self, Origin};
 use crate::contract::config_iso::ISO_FILE_NAME;
 use crate::seed::preflight::{self, SiteSeed};
 use crate::util::progress;
@@ -61,7 +59,7 @@ struct Plan {
 
 /// What happened to one site.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Status {
+pub enum Status {
     /// Built with a new identity.
     Created,
     /// Rebuilt with the identity kept in its `.ibi/`.
@@ -72,7 +70,7 @@ enum Status {
 }
 
 impl Status {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Status::Created => "created",
             Status::Updated => "updated",
@@ -83,40 +81,34 @@ impl Status {
 }
 
 /// One site's result: its status, or why it failed.
-type Outcome = Result<Status>;
+pub type Outcome = Result<Status>;
 
-pub fn run(base_dir: &Path, inventory: &Path, seed: Option<&SeedOption>) -> Result<()> {
+/// One site of the inventory, in inventory order: its status or why it failed, and where its ISO is.
+pub struct SiteResult {
+    pub name: String,
+    pub outcome: Outcome,
+    pub iso: PathBuf,
+}
+
+/// Builds every site of `inventory` from the shared inputs in `base_dir`; a failing site does not stop
+/// the others. Errors only for what stops the whole run (the inventory, the base, the seed).
+pub fn build(
+    base_dir: &Path,
+    inventory: &Path,
+    seed: Option<&SeedOption>,
+) -> Result<Vec<SiteResult>> {
     let plan = load_plan(base_dir, inventory, seed)?;
     let outcomes = build_all(&plan);
-    let mut failed = 0;
-    let mut rows = Vec::with_capacity(plan.sites.len());
-    for (site, outcome) in plan.sites.iter().zip(&outcomes) {
-        let status = match outcome {
-            Ok(status) => *status,
-            Err(e) => {
-                failed += 1;
-                report_site_error(&site.name, e);
-                Status::Failed
-            }
-        };
-        let output = match status {
-            Status::Failed => "-".to_string(),
-            _ => plan
-                .site_dir(site)
-                .join(ISO_FILE_NAME)
-                .display()
-                .to_string(),
-        };
-        rows.push((site.name.as_str(), status, output));
-    }
-    print!("{}", summary(&rows));
-    if failed > 0 {
-        bail!(
-            "{failed} of {} sites failed (the others are built)",
-            plan.sites.len()
-        );
-    }
-    Ok(())
+    Ok(plan
+        .sites
+        .iter()
+        .zip(outcomes)
+        .map(|(site, outcome)| SiteResult {
+            name: site.name.clone(),
+            iso: plan.site_dir(site).join(ISO_FILE_NAME),
+            outcome,
+        })
+        .collect())
 }
 
 /// Reads the inventory, the base and the extra manifests (their findings are reported together),
@@ -296,119 +288,11 @@ fn build_site(
         .mode(SITE_DIR_MODE)
         .create(&dir)
         .with_context(|| format!("creating directory {}", dir.display()))?;
-    let out = create_config_image::build_from(&dir, &inputs, false, crypto_threads)?;
+    let out = build_from(&dir, &inputs, false, crypto_threads)?;
     batch_state::record(&dir, &fingerprint, &outputs)?;
     let status = match out.identity {
         Origin::Created => Status::Created,
         Origin::Reused | Origin::Rotated => Status::Updated,
     };
     Ok((status, inputs.warnings))
-}
-
-/// A failed site on stderr: each finding on its own line (`error: site a19: file: field: message`),
-/// anything else with its context chain.
-fn report_site_error(name: &str, e: &anyhow::Error) {
-    for line in site_error_lines(name, e) {
-        eprintln!("{line}");
-    }
-}
-
-fn site_error_lines(name: &str, e: &anyhow::Error) -> Vec<String> {
-    match e.downcast_ref::<ValidationError>() {
-        Some(v) => v
-            .findings
-            .iter()
-            .map(|f| format!("error: site {name}: {f}"))
-            .collect(),
-        None => vec![format!("error: site {name}: {e:#}")],
-    }
-}
-
-/// The table on stdout: one row per site in inventory order, then the totals.
-fn summary(rows: &[(&str, Status, String)]) -> String {
-    let width = rows
-        .iter()
-        .map(|(name, _, _)| name.len())
-        .chain(["SITE".len()])
-        .max()
-        .unwrap_or(0);
-    let result_width = "unchanged".len();
-    let mut out = format!("{:<width$}  {:<result_width$}  OUTPUT\n", "SITE", "RESULT");
-    for (name, status, output) in rows {
-        out.push_str(&format!(
-            "{name:<width$}  {:<result_width$}  {output}\n",
-            status.as_str()
-        ));
-    }
-    let count = |s: Status| rows.iter().filter(|(_, st, _)| *st == s).count();
-    out.push_str(&format!(
-        "{} sites: {} created, {} updated, {} unchanged, {} failed\n",
-        rows.len(),
-        count(Status::Created),
-        count(Status::Updated),
-        count(Status::Unchanged),
-        count(Status::Failed)
-    ));
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn summary_is_aligned_and_totals() {
-        let rows = [
-            (
-                "a17",
-                Status::Created,
-                "b/sites/a17/imagebasedconfig.iso".to_string(),
-            ),
-            (
-                "a-long-one",
-                Status::Unchanged,
-                "b/sites/a-long-one/imagebasedconfig.iso".to_string(),
-            ),
-            ("x", Status::Failed, "-".to_string()),
-        ];
-        assert_eq!(
-            summary(&rows),
-            "SITE        RESULT     OUTPUT\n\
-             a17         created    b/sites/a17/imagebasedconfig.iso\n\
-             a-long-one  unchanged  b/sites/a-long-one/imagebasedconfig.iso\n\
-             x           failed     -\n\
-             3 sites: 1 created, 0 updated, 1 unchanged, 1 failed\n"
-        );
-    }
-
-    #[test]
-    fn site_errors_are_prefixed_per_finding() {
-        let e: anyhow::Error = ValidationError {
-            findings: vec![
-                Finding {
-                    file: "image-based-config.yaml".into(),
-                    field: "hostname".into(),
-                    message: "bad".into(),
-                },
-                Finding {
-                    file: "install-config.yaml".into(),
-                    field: String::new(),
-                    message: "worse".into(),
-                },
-            ],
-        }
-        .into();
-        assert_eq!(
-            site_error_lines("a19", &e),
-            [
-                "error: site a19: image-based-config.yaml: hostname: bad",
-                "error: site a19: install-config.yaml: worse",
-            ]
-        );
-        let e = anyhow::anyhow!("disk full").context("writing x");
-        assert_eq!(
-            site_error_lines("a19", &e),
-            ["error: site a19: writing x: disk full"]
-        );
-    }
 }

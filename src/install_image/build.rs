@@ -1,0 +1,276 @@
+//! Building the installation ISO `DIR/rhcos-ibi.iso` (`ibi create image`).
+//!
+//! Order: validate the inputs (every finding at once); check the seed through its registry or
+//! OCI layout (so a wrong seed version or partition label fails here, not on the factory floor);
+//! get the base ISO and find its embed areas; render the Ignition config; then copy the base ISO
+//! to a temp file beside the output (copy_file_range), rewrite only the embed area and karg
+//! slots, and rename. Memory stays flat whatever the ISO's size.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use tracing::warn;
+
+use super::base_iso::{self, BaseIsoOptions};
+use super::ignition::{InstallationIgnitionInputs, build_installation_ignition};
+use super::report;
+use crate::config::{
+    self, Finding, HostAgent, IMAGE_BASED_INSTALLATION_CONFIG_FILE, InstallationConfig,
+    ValidationError,
+};
+use crate::ignition;
+use crate::iso9660::IsoReader;
+use crate::live_iso::{self, EmbedArea, KargsAreas, LiveIsoError, Patch};
+use crate::seed::{self, SeedCheck, SeedExpectations, SeedReference};
+use crate::util::fs::{Clobber, SECRET_FILE_MODE, write_atomic_with};
+use crate::util::progress;
+
+/// The installer's output name; docs and lifecycle-agent tooling refer to it.
+pub const OUTPUT_FILE: &str = "rhcos-ibi.iso";
+/// How many of the biggest files a "config too large" error names.
+const TOO_LARGE_CONTRIBUTORS: usize = 3;
+
+/// What `create image` takes besides the directory's files.
+#[derive(Debug, Clone, Default)]
+pub struct BuildOptions {
+    /// Holds image-based-installation-config.yaml (and post.sh); receives the ISO.
+    pub dir: PathBuf,
+    /// A path or URL (`--base-iso`).
+    pub base_iso: Option<String>,
+    pub base_iso_sha256: Option<String>,
+    /// CoreOS stream metadata, a file or URL (`--coreos-stream`).
+    pub coreos_stream: Option<String>,
+    pub insecure_registry: Vec<String>,
+    pub skip_seed_checks: bool,
+    pub no_pin_seed: bool,
+    /// Accept a base ISO whose Ignition area is not empty.
+    pub force: bool,
+}
+
+/// Builds `DIR/rhcos-ibi.iso` and returns its path.
+pub fn build(opts: &BuildOptions) -> Result<PathBuf> {
+    let dir = &opts.dir;
+    let inputs = config::load_installation_inputs(dir)?;
+    for w in &inputs.warnings {
+        warn!("{w}");
+    }
+    let cfg = &inputs.config;
+    let seed_image = checked_seed_image(cfg, opts)?;
+    let base = fetch_base_iso(cfg, opts)?;
+    let layout = BaseLayout::read(&base, opts.force)?;
+    let ign_inputs = ignition_inputs(cfg, inputs.post_sh.clone(), seed_image)?;
+    let config = build_installation_ignition(&ign_inputs)?;
+    let json = ignition::to_json(&config)?;
+    let mut patches = vec![ignition_patch(&json, &layout.ignition, &base)?];
+    patches.extend(kargs_patches(&layout, &cfg.live_kernel_args)?);
+    let out = dir.join(OUTPUT_FILE);
+    write_output(&base, &out, &patches)?;
+    Ok(out)
+}
+
+/// Runs the seed checks and returns the seed reference the host will pull: pinned by digest
+/// unless `--no-pin-seed`, so a moving tag cannot change what the factory installs.
+fn checked_seed_image(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<String> {
+    let reference = seed::parse_seed_reference(&cfg.seed_image).map_err(|e| {
+        let finding = finding("seedImage", e);
+        anyhow::Error::new(ValidationError {
+            findings: vec![finding],
+        })
+    })?;
+    if let SeedReference::OciLayout { .. } = reference {
+        warn!(seed = %cfg.seed_image, "seedImage is a local OCI layout: the host must be able to read it at that path");
+    }
+    let registry = seed::registry_options(cfg, opts.insecure_registry.clone())
+        .map_err(|e| anyhow::anyhow!("{IMAGE_BASED_INSTALLATION_CONFIG_FILE}: pullSecret: {e}"))?;
+    let info = match seed::inspect_seed(&reference, cfg.architecture(), &registry) {
+        Ok(info) => info,
+        Err(e) if opts.skip_seed_checks => {
+            warn!("seed checks skipped: {e:#}");
+            return Ok(cfg.seed_image.clone());
+        }
+        Err(e) => {
+            return Err(e.context(format!(
+                "checking the seed image {} (--skip-seed-checks builds without it)",
+                cfg.seed_image
+            )));
+        }
+    };
+    report_seed_findings(
+        seed::check_seed(&info, &SeedExpectations::from_installation(cfg)),
+        opts,
+    )?;
+    Ok(match info.pinned_reference {
+        Some(pinned) if !opts.no_pin_seed => pinned,
+        _ => cfg.seed_image.clone(),
+    })
+}
+
+fn report_seed_findings(found: Vec<seed::SeedFinding>, opts: &BuildOptions) -> Result<()> {
+    if found.is_empty() {
+        return Ok(());
+    }
+    if opts.skip_seed_checks {
+        for f in &found {
+            warn!("seed check (skipped): {f}");
+        }
+        return Ok(());
+    }
+    let findings = found
+        .into_iter()
+        .map(|f| finding(seed_check_field(f.check), f.message))
+        .collect();
+    Err(ValidationError { findings }.into())
+}
+
+/// The config field a seed mismatch is about, so the user knows what to edit.
+fn seed_check_field(check: SeedCheck) -> &'static str {
+    match check {
+        SeedCheck::FormatVersion | SeedCheck::ClusterInfo => "seedImage",
+        SeedCheck::OcpVersion => "seedVersion",
+        SeedCheck::Architecture => "architecture",
+        SeedCheck::PartitionLabel => "extraPartitionLabel",
+    }
+}
+
+fn finding(field: &str, message: String) -> Finding {
+    Finding {
+        file: IMAGE_BASED_INSTALLATION_CONFIG_FILE.to_string(),
+        field: field.to_string(),
+        message,
+    }
+}
+
+fn fetch_base_iso(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<PathBuf> {
+    let o = BaseIsoOptions {
+        base_iso: opts.base_iso.clone(),
+        base_iso_sha256: opts.base_iso_sha256.clone(),
+        coreos_stream: opts.coreos_stream.clone(),
+        architecture: cfg.architecture().to_string(),
+        ..Default::default()
+    };
+    let source = base_iso::resolve_source(&o)?;
+    base_iso::fetch(&source, &o).context("getting the base ISO")
+}
+
+/// Where the base ISO's embed areas are, found before anything is written.
+struct BaseLayout {
+    ignition: EmbedArea,
+    kargs: Option<(KargsAreas, String)>,
+}
+
+impl BaseLayout {
+    fn read(base: &Path, force: bool) -> Result<Self> {
+        let file = File::open(base).with_context(|| format!("opening {}", base.display()))?;
+        let mut iso =
+            IsoReader::open(file).with_context(|| format!("reading {}", base.display()))?;
+        let ignition = live_iso::find_ignition_area(&mut iso)
+            .with_context(|| format!("{} is not a CoreOS live ISO", base.display()))?;
+        let kargs_areas = live_iso::find_kargs(&mut iso)
+            .with_context(|| format!("reading the kernel-argument areas of {}", base.display()))?;
+        let mut file = iso.into_inner();
+        if live_iso::is_customized(&mut file, &ignition)? && !force {
+            bail!(
+                "{} already carries an Ignition config (use --force to replace it)",
+                base.display()
+            );
+        }
+        let kargs = match kargs_areas {
+            Some(areas) => {
+                let current = live_iso::read_kargs(&mut file, &areas)?;
+                Some((areas, current))
+            }
+            None => None,
+        };
+        Ok(Self { ignition, kargs })
+    }
+}
+
+/// The compressed config for the embed area; too large names the sizes and the biggest files.
+fn ignition_patch(json: &[u8], area: &EmbedArea, base: &Path) -> Result<Patch> {
+    match live_iso::encode_ignition(json, area.length) {
+        Ok(data) => Ok(Patch {
+            offset: area.offset,
+            data,
+        }),
+        Err(e @ LiveIsoError::TooLarge { .. }) => {
+            let value: serde_json::Value =
+                serde_json::from_slice(json).context("re-reading the generated config")?;
+            let biggest = report::biggest_files(&value, TOO_LARGE_CONTRIBUTORS).join(", ");
+            Err(anyhow::Error::new(e)).with_context(|| {
+                format!(
+                    "embedding the Ignition config into {} (biggest files: {biggest}; post.sh, \
+                     ignitionConfigOverride and additionalTrustBundle are the usual culprits)",
+                    base.display()
+                )
+            })
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `liveKernelArgs` appended to the ISO's current live kargs, written into every slot.
+fn kargs_patches(layout: &BaseLayout, extra: &[String]) -> Result<Vec<Patch>> {
+    if extra.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some((areas, current)) = &layout.kargs else {
+        bail!(
+            "{IMAGE_BASED_INSTALLATION_CONFIG_FILE}: liveKernelArgs: the base ISO has no kernel-argument embed area"
+        );
+    };
+    let kargs = format!("{current} {}", extra.join(" "));
+    live_iso::encode_kargs(areas, &kargs)
+        .with_context(|| format!("{IMAGE_BASED_INSTALLATION_CONFIG_FILE}: liveKernelArgs"))
+}
+
+fn ignition_inputs(
+    cfg: &InstallationConfig,
+    post_sh: Option<Vec<u8>>,
+    seed_image: String,
+) -> Result<InstallationIgnitionInputs> {
+    Ok(InstallationIgnitionInputs {
+        seed_image,
+        seed_version: cfg.seed_version.clone(),
+        installation_disk: cfg.installation_disk.clone(),
+        pull_secret: cfg.pull_secret.clone(),
+        ssh_key: cfg.ssh_key.clone(),
+        // The installer writes its defaults explicitly; so do we.
+        extra_partition_start: Some(cfg.extra_partition_start().to_string()),
+        extra_partition_label: Some(cfg.extra_partition_label().to_string()),
+        extra_partition_number: Some(cfg.extra_partition_number()),
+        shutdown: cfg.shutdown,
+        skip_disk_cleanup: cfg.skip_disk_cleanup,
+        coreos_installer_args: cfg.coreos_installer_args.clone(),
+        release_registry: cfg.release_registry.clone(),
+        precache_best_effort: cfg.precache_best_effort,
+        precache_disabled: cfg.precache_disabled,
+        network_config: cfg.canonical_network_config()?,
+        proxy: cfg.proxy.clone(),
+        image_digest_sources: cfg.image_digest_sources().to_vec(),
+        additional_trust_bundle: cfg.additional_trust_bundle.clone(),
+        post_sh,
+        ignition_config_override: cfg.ignition_config_override().map(str::to_string),
+        host_agent_image: match cfg.host_agent() {
+            HostAgent::Lca => None,
+            HostAgent::Ibi { image } => Some(image),
+        },
+    })
+}
+
+/// Copies the base ISO to a temp file beside `out` (0600: it holds the pull secret), patches it
+/// and renames it into place.
+fn write_output(base: &Path, out: &Path, patches: &[Patch]) -> Result<()> {
+    let src = File::open(base).with_context(|| format!("opening {}", base.display()))?;
+    let len = src
+        .metadata()
+        .with_context(|| format!("reading {}", base.display()))?
+        .len();
+    let bar = progress::bytes_bar(len, "writing rhcos-ibi.iso");
+    write_atomic_with(out, SECRET_FILE_MODE, Clobber::Replace, |dst| {
+        live_iso::copy_with_patches(&src, dst, patches, &mut |n| bar.set_position(n))
+            .with_context(|| format!("copying {}", base.display()))
+    })?;
+    bar.finish_and_clear();
+    Ok(())
+}
