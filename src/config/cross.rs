@@ -7,8 +7,8 @@ use std::net::IpAddr;
 
 use serde_json::Value;
 
-use super::INSTALL_CONFIG_FILE;
 use super::finding::{Finding, Findings};
+use super::install_config::INSTALL_CONFIG_FILE;
 use super::net::Cidr;
 
 /// For each IP family with both machine networks and static addresses, at least one address must be

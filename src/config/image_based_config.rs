@@ -9,10 +9,12 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
-use super::IMAGE_BASED_CONFIG_FILE;
 use super::finding::{Finding, Findings, ValidationError, decode_strict, idx};
 use super::net::{is_dns1123_subdomain, is_ip_or_domain};
 use super::{nmstate_check, rules};
+
+/// The per-host input of `openshift-install image-based create config-image`.
+pub const IMAGE_BASED_CONFIG_FILE: &str = "image-based-config.yaml";
 
 /// `image-based-config.yaml`, as written.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

@@ -12,9 +12,11 @@ use crate::util::secret::Secret;
 use serde::{Deserialize, Serialize};
 use serde_yaml_ng::Value;
 
-use super::INSTALL_CONFIG_FILE;
 use super::finding::{ValidationError, decode_strict};
 use super::net::Cidr;
+
+/// The cluster-wide input, in the format `openshift-install` reads.
+pub const INSTALL_CONFIG_FILE: &str = "install-config.yaml";
 
 /// `install-config.yaml`, as written.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

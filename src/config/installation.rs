@@ -18,8 +18,9 @@ use serde::{Deserialize, Deserializer};
 use serde_yaml_ng::Value;
 
 use super::finding::{Finding, Findings, ValidationError, decode_strict, idx};
+use super::input::load_input;
 use super::install_config::{ImageDigestSource, Proxy};
-use super::{lca_versions, load_input, nmstate_check, rules};
+use super::{lca_versions, nmstate_check, rules};
 use crate::contract::ibi_configuration::{
     DEFAULT_EXTRA_PARTITION_LABEL, DEFAULT_EXTRA_PARTITION_NUMBER, DEFAULT_EXTRA_PARTITION_START,
     MAX_GPT_NAME_UNITS, MAX_GPT_PARTITION_NUMBER, RHCOS_PARTITIONS,
@@ -241,7 +242,9 @@ pub fn validate_installation_config(c: &InstallationConfig) -> (Vec<Finding>, Ve
     release_registry(&mut f, &c.release_registry);
     live_kernel_args(&mut f, &c.live_kernel_args);
     host_agent(&mut f, c.host_agent.as_deref(), &c.host_agent_image);
-    lca_versions::check(&mut f, c);
+    if c.host_agent() == HostAgent::Lca {
+        lca_versions::check(&mut f, &c.seed_version, &versioned_keys_set(c));
+    }
     precache(&mut f, c);
     f.into_parts()
 }
@@ -578,6 +581,7 @@ pub fn load_installation_inputs(dir: &Path) -> anyhow::Result<InstallationInputs
     let config = load_input(
         dir,
         IMAGE_BASED_INSTALLATION_CONFIG_FILE,
+        " (`ibi create image-config-template` writes a commented one)",
         parse_installation_config,
         validate_installation_config,
         (&mut findings, &mut warnings),
@@ -659,6 +663,18 @@ fn post_sh_shebang(f: &mut Findings, script: &[u8]) {
             "the #! line ends with a carriage return (CRLF line endings): the interpreter would not be found",
         );
     }
+}
+
+/// The keys of `lca_versions`' table this config sets.
+fn versioned_keys_set(c: &InstallationConfig) -> Vec<&'static str> {
+    let mut set = Vec::new();
+    if !c.release_registry.is_empty() {
+        set.push("releaseRegistry");
+    }
+    if !c.coreos_installer_args.is_empty() {
+        set.push("coreosInstallerArgs");
+    }
+    set
 }
 
 #[cfg(test)]

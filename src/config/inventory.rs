@@ -111,7 +111,7 @@ impl SiteEntry {
 /// Reads and checks an inventory; CSV when the file name ends in `.csv`, YAML otherwise. Findings
 /// come back as one [`ValidationError`] (downcast it), I/O errors name the path.
 pub fn load_inventory(path: &Path) -> anyhow::Result<Inventory> {
-    let text = super::read_document_or_finding(path, &path.display().to_string())?;
+    let text = super::input::read_document_or_finding(path, &path.display().to_string())?;
     let csv = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("csv"));

@@ -37,10 +37,10 @@ pub struct SiteFiles {
 /// Reads `dir/install-config.yaml` (required) and `dir/image-based-config.yaml` (optional).
 pub fn load_fleet_base(dir: &Path) -> anyhow::Result<FleetBase> {
     let ic_path = dir.join(INSTALL_CONFIG_FILE);
-    let ic = match super::read_document(&ic_path) {
+    let ic = match super::input::read_document(&ic_path) {
         Ok(Some(t)) => t,
         Ok(None) => {
-            return Err(super::file_finding(
+            return Err(super::input::file_finding(
                 INSTALL_CONFIG_FILE,
                 format!(
                     "file not found: {} is required (the base every site starts from)",
@@ -48,11 +48,17 @@ pub fn load_fleet_base(dir: &Path) -> anyhow::Result<FleetBase> {
                 ),
             ));
         }
-        Err(e) => return Err(super::document_error(&ic_path, INSTALL_CONFIG_FILE, e)),
+        Err(e) => {
+            return Err(super::input::document_error(
+                &ic_path,
+                INSTALL_CONFIG_FILE,
+                e,
+            ));
+        }
     };
     let ibc_path = dir.join(IMAGE_BASED_CONFIG_FILE);
-    let ibc = super::read_document(&ibc_path)
-        .map_err(|e| super::document_error(&ibc_path, IMAGE_BASED_CONFIG_FILE, e))?;
+    let ibc = super::input::read_document(&ibc_path)
+        .map_err(|e| super::input::document_error(&ibc_path, IMAGE_BASED_CONFIG_FILE, e))?;
     Ok(FleetBase::parse(&ic, ibc.as_deref())?)
 }
 
@@ -240,7 +246,7 @@ pub fn check_site(inventory_file: &str, site: &SiteEntry, inputs: &SiteInputs) -
     let mut f = Findings::new(inventory_file);
     let Some(Ok(addr)) = site.nic.as_ref().map(nic_address) else {
         // A full networkConfig (or none): the general rule, naming the files the site renders to.
-        return super::cross_check(&inputs.install_config, &inputs.image_based_config);
+        return super::site::cross_check(&inputs.install_config, &inputs.image_based_config);
     };
     let cidrs = inputs.install_config.machine_network_cidrs();
     let host = Cidr {

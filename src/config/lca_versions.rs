@@ -13,7 +13,6 @@
 use std::fmt;
 
 use super::finding::Findings;
-use super::installation::{HostAgent, InstallationConfig};
 
 /// An OpenShift `major.minor`, which is also the lifecycle-agent release branch a seed carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -51,8 +50,6 @@ pub struct VersionedKey {
     pub since: MinorVersion,
     /// What older releases do instead (they drop the key).
     pub older: &'static str,
-    /// Whether the config sets it.
-    pub is_set: fn(&InstallationConfig) -> bool,
 }
 
 /// The keys, oldest first.
@@ -64,7 +61,6 @@ pub const VERSIONED_KEYS: &[VersionedKey] = &[
             minor: 17,
         },
         older: "precaches from the seed's own registry",
-        is_set: |c| !c.release_registry.is_empty(),
     },
     VersionedKey {
         field: "coreosInstallerArgs",
@@ -73,25 +69,27 @@ pub const VERSIONED_KEYS: &[VersionedKey] = &[
             minor: 18,
         },
         older: "runs `coreos-installer install <disk>` with no extra arguments",
-        is_set: |c| !c.coreos_installer_args.is_empty(),
     },
 ];
 
-/// With `hostAgent: lca`, a key the seed's lca-cli would drop is a finding naming the field, the seed's
-/// version and the first version that honours it. A `seedVersion` that is no OpenShift version (the seed
-/// checks compare it anyway) only warns.
-pub(crate) fn check(f: &mut Findings, c: &InstallationConfig) {
-    if c.host_agent() != HostAgent::Lca || c.seed_version.trim().is_empty() {
+/// For a seed whose own lca-cli installs (`hostAgent: lca`): each of the `set` keys the seed's lca-cli
+/// would drop is a finding naming the field, the seed's version and the first version that honours it.
+/// A `seedVersion` that is no OpenShift version (the seed checks compare it anyway) only warns.
+pub(crate) fn check(f: &mut Findings, seed_version: &str, set: &[&str]) {
+    if seed_version.trim().is_empty() {
         return;
     }
-    let set: Vec<&VersionedKey> = VERSIONED_KEYS.iter().filter(|k| (k.is_set)(c)).collect();
-    let Some(seed) = parse_minor_version(&c.seed_version) else {
+    let set: Vec<&VersionedKey> = VERSIONED_KEYS
+        .iter()
+        .filter(|k| set.contains(&k.field))
+        .collect();
+    let Some(seed) = parse_minor_version(seed_version) else {
         for key in set {
             f.warn(
                 key.field,
                 format!(
                     "seedVersion {:?} is not an OpenShift version, so ibi cannot tell whether the seed's lca-cli honours this key (it does from {} on)",
-                    c.seed_version, key.since
+                    seed_version, key.since
                 ),
             );
         }
@@ -102,7 +100,7 @@ pub(crate) fn check(f: &mut Findings, c: &InstallationConfig) {
             key.field,
             format!(
                 "the seed is {} (seedVersion), whose lca-cli ignores this key and {}; lca-cli honours it from {} on: remove it, use a seed of {} or later, or set hostAgent: ibi",
-                c.seed_version, key.older, key.since, key.since
+                seed_version, key.older, key.since, key.since
             ),
         );
     }

@@ -9,8 +9,11 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::EXTRA_MANIFESTS_DIR;
 use super::finding::{Finding, Findings};
+
+/// User manifests copied to `/extra-manifests/` of the config ISO; lifecycle-agent applies them after the
+/// cluster manifests.
+pub const EXTRA_MANIFESTS_DIR: &str = "extra-manifests";
 
 /// One extra manifest: its file name and bytes, copied verbatim.
 #[derive(Debug, Clone, PartialEq, Eq)]
