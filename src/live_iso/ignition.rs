@@ -2,7 +2,8 @@
 //! 2023-03 on, the only way on s390x, where the area sits inside the El Torito image), else the
 //! whole `/images/ignition.img` (older x86_64/aarch64/ppc64le images), else not a CoreOS ISO.
 
-use super::{EmbedArea, LiveIsoError, check_in_image, find_optional, locate_in_file};
+use super::embed::{EmbedArea, check_in_image, find_optional, locate_in_file};
+use super::error::LiveIsoError;
 use crate::iso9660::IsoReader;
 use serde::Deserialize;
 use std::io::{Read, Seek};

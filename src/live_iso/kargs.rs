@@ -5,7 +5,9 @@
 //! up in a comment. The slots are described by `/coreos/kargs.json` or, on 2021-era images
 //! without it, by the legacy `coreKarg` header in the system area.
 
-use super::{EmbedArea, LiveIsoError, Patch, find_optional, locate_in_file, read_area, read_raw};
+use super::Patch;
+use super::embed::{EmbedArea, find_optional, locate_in_file, read_area, read_raw};
+use super::error::LiveIsoError;
 use crate::iso9660::IsoReader;
 use serde::Deserialize;
 use std::io::{Read, Seek};

@@ -5,6 +5,8 @@
 //! the value allows it, UTF8String otherwise; extensions in the order KeyUsage, ExtKeyUsage,
 //! BasicConstraints, SubjectKeyId, AuthorityKeyId; no AuthorityKeyId on self-signed certificates.
 
+use std::fmt;
+
 use anyhow::{Context, Result};
 use openssl::asn1::{Asn1Integer, Asn1Object, Asn1OctetString, Asn1Time, Asn1TimeRef, Asn1Type};
 use openssl::bn::BigNum;
@@ -14,8 +16,24 @@ use openssl::pkey::{PKey, PKeyRef, Private};
 use openssl::rsa::Rsa;
 use openssl::x509::extension::{BasicConstraints, ExtendedKeyUsage, KeyUsage};
 use openssl::x509::{X509, X509Builder, X509Extension, X509Name, X509NameBuilder, X509NameRef};
+use serde::{Deserialize, Serialize};
 
-use super::CertKey;
+/// One PEM certificate and its PKCS#1 PEM private key.
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+pub struct CertKey {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// Keeps private keys out of logs and panic messages.
+impl fmt::Debug for CertKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CertKey")
+            .field("cert_pem", &self.cert_pem)
+            .field("key_pem", &"<redacted>")
+            .finish()
+    }
+}
 
 const SECONDS_PER_DAY: i64 = 24 * 60 * 60;
 const OID_SUBJECT_KEY_ID: &str = "2.5.29.14";

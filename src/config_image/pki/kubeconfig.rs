@@ -99,7 +99,7 @@ fn scalar(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config_image::pki::tests::site;
+    use crate::config_image::pki::crypto::tests::site;
     use openssl::base64::decode_block;
     use serde::Deserialize;
 

@@ -57,7 +57,7 @@ pub fn parse_coreos_stream(json: &str, architecture: &str) -> Result<(String, St
     let disk = lookup(&root, &keys)?;
     let location = string_at(disk, &keys, "location")?;
     let sha256 = string_at(disk, &keys, "sha256")?;
-    let sha256 = super::normalize_sha256(&sha256)
+    let sha256 = normalize_sha256(&sha256)
         .with_context(|| format!("{}.sha256 in CoreOS stream metadata", keys.join(".")))?;
     Ok((location, sha256))
 }
@@ -81,6 +81,15 @@ fn string_at(v: &Value, keys: &[&str], field: &str) -> Result<String> {
         Some(_) => bail!("{path} in CoreOS stream metadata is not a non-empty string"),
         None => bail!("CoreOS stream metadata has no {path}"),
     }
+}
+
+/// Accepts 64 hex digits in either case; returns them in lower case, the way `sha256sum` prints them.
+pub(crate) fn normalize_sha256(s: &str) -> Result<String> {
+    let s = s.trim();
+    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        bail!("{s:?} is not a sha256 (64 hex digits)");
+    }
+    Ok(s.to_ascii_lowercase())
 }
 
 #[cfg(test)]

@@ -1,24 +1,7 @@
-//! The customization areas of a CoreOS live ISO, on top of `iso9660`: where the Ignition embed
-//! area and the kernel-argument slots are (`/coreos/igninfo.json`, `/coreos/kargs.json` and their
-//! fallbacks), how their contents are encoded (an xz newc cpio holding `config.ign`; kargs plus an
-//! end byte plus padding) and how a customized copy of a multi-GiB ISO is written without reading
-//! it into memory. It speaks the same on-disk contract as `coreos-installer iso ignition|kargs`,
-//! so either tool reads what the other wrote. It knows nothing of OpenShift.
+//! The embed areas of a CoreOS live ISO as ibi reads and patches them: where each area is, what is wrong with an image, and the patches that rewrite them.
 
-mod ignition;
-mod initrd;
-mod kargs;
-mod patch;
-pub mod synthetic;
-
-pub use ignition::{IgnInfo, find_ignition_area, parse_igninfo};
-pub use initrd::{decode_ignition, encode_ignition, is_pristine};
-pub use kargs::{
-    KargSlot, KargsAreas, KargsFile, KargsJson, encode_kargs, find_kargs, parse_kargs_json,
-    read_kargs,
-};
-pub use patch::{Patch, apply_patches, copy_with_patches};
-
+use super::error::LiveIsoError;
+use super::initrd::is_pristine;
 use crate::iso9660::{BLOCK_SIZE, Entry, IsoError, IsoReader};
 use std::io::{Read, Seek, SeekFrom};
 
@@ -40,40 +23,6 @@ impl EmbedArea {
     pub fn end(&self) -> u64 {
         self.offset + self.length
     }
-}
-
-/// What can go wrong locating, reading or writing the embed areas. Callers branch on the kind
-/// (`NotCoreOs` versus a corrupt descriptor, `TooLarge` to tell the user what to trim).
-#[derive(Debug, thiserror::Error)]
-pub enum LiveIsoError {
-    /// coreos-installer's wording, so users searching for it find the same cause.
-    #[error("Unrecognized CoreOS ISO image.")]
-    NotCoreOs,
-    #[error("invalid {path}: {reason}")]
-    BadDescriptor { path: String, reason: String },
-    #[error(
-        "the compressed Ignition config is {compressed} bytes, larger than the {area}-byte Ignition embed area of the ISO"
-    )]
-    TooLarge { compressed: u64, area: u64 },
-    #[error("decoding the Ignition embed area: {0}")]
-    BadArea(String),
-    #[error("kernel arguments are {len} bytes; the embed area holds at most {max}")]
-    KargsTooLarge { len: usize, max: usize },
-    #[error("invalid kernel arguments {kargs:?}: {reason}")]
-    BadKargs { kargs: String, reason: String },
-    #[error(
-        "kernel argument embed areas disagree: {first:?} at offset {first_offset}, {other:?} at offset {other_offset}"
-    )]
-    KargsMismatch {
-        first: String,
-        first_offset: u64,
-        other: String,
-        other_offset: u64,
-    },
-    #[error(transparent)]
-    Iso(#[from] IsoError),
-    #[error("reading or writing the ISO: {0}")]
-    Io(#[from] std::io::Error),
 }
 
 /// Reads the bytes of `area` (an Ignition area or a karg slot) from the ISO file.
@@ -110,7 +59,7 @@ fn iso_name(path: &str) -> String {
 }
 
 /// Looks `iso_path` up by ISO 9660 name; a missing path is `None`, other errors stay errors.
-fn find_optional<R: Read + Seek>(
+pub(super) fn find_optional<R: Read + Seek>(
     iso: &mut IsoReader<R>,
     iso_path: &str,
 ) -> Result<Option<Entry>, LiveIsoError> {
@@ -126,7 +75,7 @@ fn find_optional<R: Read + Seek>(
 
 /// Finds the file a descriptor names (lower case) and checks `offset..offset+len` lies inside it;
 /// `len` defaults to the rest of the file. Returns the range as absolute bytes.
-fn locate_in_file<R: Read + Seek>(
+pub(super) fn locate_in_file<R: Read + Seek>(
     iso: &mut IsoReader<R>,
     descriptor: &str,
     file: &str,
@@ -159,7 +108,7 @@ fn locate_in_file<R: Read + Seek>(
 /// A directory record may claim more bytes than the image holds, so a range computed from one is
 /// checked against the image before anyone allocates or patches its length: without this, a
 /// 40 KiB image could name a 60 MiB Ignition area and `read_area` would allocate all of it.
-fn check_in_image<R: Read + Seek>(
+pub(super) fn check_in_image<R: Read + Seek>(
     iso: &IsoReader<R>,
     area: EmbedArea,
     source: &str,
@@ -183,7 +132,7 @@ fn check_in_image<R: Read + Seek>(
 
 /// Reads `len` bytes at absolute `offset` through the reader's bounds-checked block reads; used
 /// for structures that are not files (the legacy system-area header).
-fn read_raw<R: Read + Seek>(
+pub(super) fn read_raw<R: Read + Seek>(
     iso: &mut IsoReader<R>,
     offset: u64,
     len: u64,

@@ -1,12 +1,4 @@
-//! One file per command, each a `run(opts)` that composes the modules below it.
-
-#[cfg(feature = "agent")]
-mod agent;
-mod completion;
-pub mod create_config_image;
-mod create_config_template;
-mod create_image;
-mod inspect;
+//! Runs the parsed command line, and prints an error as the user reads it.
 
 use anyhow::Result;
 
@@ -16,16 +8,16 @@ use crate::config::ValidationError;
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Create(CreateCommand::ConfigTemplate(o)) => create_config_template::run(&o),
-        Command::Create(CreateCommand::ConfigImage(o)) => create_config_image::run(&o),
+        Command::Create(CreateCommand::ConfigTemplate(o)) => super::create_config_template::run(&o),
+        Command::Create(CreateCommand::ConfigImage(o)) => super::create_config_image::run(&o),
         Command::Create(CreateCommand::ImageConfigTemplate(o)) => {
-            create_config_template::run_image(&o)
+            super::create_config_template::run_image(&o)
         }
-        Command::Create(CreateCommand::Image(o)) => create_image::run(&o),
-        Command::Inspect(o) => inspect::run(&o),
+        Command::Create(CreateCommand::Image(o)) => super::create_image::run(&o),
+        Command::Inspect(o) => super::inspect::run(&o),
         #[cfg(feature = "agent")]
-        Command::Agent(c) => agent::run(c),
-        Command::Completion(o) => completion::run(&o),
+        Command::Agent(c) => super::agent::run(c),
+        Command::Completion(o) => super::completion::run(&o),
     }
 }
 

@@ -1,0 +1,12 @@
+//! One file per command, each a `run(opts)` that composes the modules below it.
+
+#[cfg(feature = "agent")]
+mod agent;
+mod completion;
+mod create_config_image;
+mod create_config_template;
+mod create_image;
+mod dispatch;
+mod inspect;
+
+pub use dispatch::{report_error, run};

@@ -1,0 +1,613 @@
+//! A seed image as `create image` checks it: its reference, its lifecycle-agent labels and manifest, and the checks against the installation config.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::registry::RegistryOptions;
+use crate::config::{ImageDigestSource, InstallConfig, InstallationConfig};
+use crate::image_ref::{ImageReference, parse_image_reference};
+
+/// The seed format label; lifecycle-agent's IBU prep handler requires [`SEED_FORMAT_VERSION`] exactly.
+pub const SEED_FORMAT_VERSION_LABEL: &str = "com.openshift.lifecycle-agent.seed_format_version";
+/// The label holding the compact `SeedClusterInfo` JSON (the seed's `/manifest.json`, byte for byte).
+pub const SEED_CLUSTER_INFO_LABEL: &str = "com.openshift.lifecycle-agent.seed_cluster_info";
+/// `SeedFormatVersion` in lifecycle-agent `internal/common/consts.go` since 2024-05-14.
+pub const SEED_FORMAT_VERSION: &str = "4";
+/// udev's partition-label links, the form of `var-lib-containers.mount` `What=` on seeds.
+const BY_PARTLABEL: &str = "/dev/disk/by-partlabel/";
+
+/// Where the seed image is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SeedReference {
+    /// A registry reference (`quay.io/org/seed:4.16.0`, `host:port/repo@sha256:…`).
+    Registry(ImageReference),
+    /// An OCI image layout directory (`oci:/path/to/layout[:tag]`); without a tag, its only image.
+    OciLayout { path: PathBuf, tag: Option<String> },
+}
+
+impl fmt::Display for SeedReference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SeedReference::Registry(r) => write!(f, "{r}"),
+            SeedReference::OciLayout { path, tag: Some(t) } => {
+                write!(f, "oci:{}:{t}", path.display())
+            }
+            SeedReference::OciLayout { path, tag: None } => write!(f, "oci:{}", path.display()),
+        }
+    }
+}
+
+/// Parses `seedImage`. `oci:PATH[:TAG]` follows containers-transports(5): the path ends at the first `:`.
+pub fn parse_seed_reference(text: &str) -> Result<SeedReference, String> {
+    let Some(rest) = text.strip_prefix("oci:") else {
+        return parse_image_reference(text).map(SeedReference::Registry);
+    };
+    let (path, tag) = match rest.split_once(':') {
+        Some((p, t)) => (p, Some(t)),
+        None => (rest, None),
+    };
+    if path.is_empty() {
+        return Err(format!(
+            "invalid seed image {text:?}: oci: needs a layout directory (oci:/path/to/layout:tag)"
+        ));
+    }
+    if tag.is_some_and(|t| t.is_empty() || t.contains(['/', ':', '@'])) {
+        return Err(format!(
+            "invalid seed image {text:?}: invalid tag after the layout path"
+        ));
+    }
+    Ok(SeedReference::OciLayout {
+        path: PathBuf::from(path),
+        tag: tag.map(str::to_string),
+    })
+}
+
+/// `SeedClusterInfo` (lifecycle-agent `lca-cli/seedclusterinfo`). Unknown keys are ignored, as Go does;
+/// serialization follows the Go `omitempty` tags so a round trip keeps the document's shape.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SeedClusterInfo {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub seed_cluster_ocp_version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub base_domain: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cluster_name: String,
+    /// Deprecated; readers fall back to it when `node_ips` is empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub node_ip: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_ips: Vec<String>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub release_registry: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub mirror_registry_configured: bool,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub sno_hostname: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub recert_image_pull_spec: String,
+    pub has_proxy: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cluster_network_cidr: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub service_network_cidr: Vec<String>,
+    pub has_fips: bool,
+    #[serde(rename = "additionalTrustBundle")]
+    pub additional_trust_bundle: Option<SeedTrustBundle>,
+    /// `What=` of the seed's `var-lib-containers.mount`; empty without one.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub container_storage_mountpoint_target: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub ingress_certificate_cn: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub machine_networks: Vec<String>,
+}
+
+/// The seed's `additionalTrustBundle` summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SeedTrustBundle {
+    pub has_user_ca_bundle: bool,
+    pub proxy_configmap_name: String,
+}
+
+/// Decodes the `seed_cluster_info` label (or the seed's `/manifest.json`).
+pub fn parse_seed_cluster_info(text: &str) -> Result<SeedClusterInfo, String> {
+    serde_json::from_str(text).map_err(|e| {
+        format!("label {SEED_CLUSTER_INFO_LABEL} is not valid SeedClusterInfo JSON: {e}")
+    })
+}
+
+/// What ibi learned about a seed image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeedInfo {
+    /// The digest the reference resolves to.
+    pub digest: String,
+    /// `registry/repository@digest` for a registry seed; `None` for an OCI layout (nothing to pin to).
+    pub pinned_reference: Option<String>,
+    pub architecture: String,
+    pub labels: BTreeMap<String, String>,
+    /// The decoded `seed_cluster_info` label; `None` when it is absent or undecodable (a check reports why).
+    pub cluster_info: Option<SeedClusterInfo>,
+    /// Where it was read (a mirror, the source, or `oci:…`).
+    pub source: String,
+}
+
+/// Reads the seed's manifest and config (never its layer). A registry failure keeps its
+/// [`super::registry::RegistryError`] as the error's source, so the caller can test `is_retryable`.
+pub fn inspect_seed(
+    reference: &SeedReference,
+    architecture: &str,
+    opts: &RegistryOptions,
+) -> anyhow::Result<SeedInfo> {
+    let (image, pinned) = match reference {
+        SeedReference::Registry(r) => {
+            let image = super::registry::inspect_registry_image(r, architecture, opts)?;
+            let pinned = r.pinned(&image.digest);
+            (image, Some(pinned))
+        }
+        SeedReference::OciLayout { path, tag } => (
+            super::registry::inspect_layout_image(path, tag.as_deref(), architecture)?,
+            None,
+        ),
+    };
+    tracing::debug!("seed {reference}: {} from {}", image.digest, image.source);
+    let cluster_info = image
+        .labels
+        .get(SEED_CLUSTER_INFO_LABEL)
+        .and_then(|t| parse_seed_cluster_info(t).ok());
+    Ok(SeedInfo {
+        digest: image.digest,
+        pinned_reference: pinned,
+        architecture: image.architecture,
+        labels: image.labels,
+        cluster_info,
+        source: image.source,
+    })
+}
+
+/// Parses `text` and inspects it. Every error already names the reference (and the registry).
+pub fn inspect_seed_text(
+    text: &str,
+    architecture: &str,
+    opts: &RegistryOptions,
+) -> anyhow::Result<SeedInfo> {
+    let reference = parse_seed_reference(text).map_err(anyhow::Error::msg)?;
+    inspect_seed(&reference, architecture, opts)
+}
+
+/// What the installation configuration expects of the seed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeedExpectations {
+    /// `seedVersion`.
+    pub seed_version: String,
+    /// `architecture` (`amd64`, `arm64`).
+    pub architecture: String,
+    /// `extraPartitionLabel`; `None` when no extra partition is created.
+    pub extra_partition_label: Option<String>,
+}
+
+impl SeedExpectations {
+    /// What `image-based-installation-config.yaml` expects (lca-cli ibi always creates the extra partition).
+    pub fn from_installation(config: &InstallationConfig) -> SeedExpectations {
+        SeedExpectations {
+            seed_version: config.seed_version.clone(),
+            architecture: config.architecture().to_string(),
+            extra_partition_label: Some(config.extra_partition_label().to_string()),
+        }
+    }
+}
+
+/// Registry access as the installation config describes it (pull secret, digest mirrors, trust bundle),
+/// plus the build host's `--insecure-registry` entries. The error never quotes the pull secret.
+pub fn registry_options(
+    config: &InstallationConfig,
+    insecure_registries: Vec<String>,
+) -> Result<RegistryOptions, String> {
+    registry_access(
+        config.pull_secret.expose(),
+        config.image_digest_sources(),
+        &config.additional_trust_bundle,
+        insecure_registries,
+    )
+}
+
+/// The same registry access from a site's install-config.yaml, for `create config-image --seed`: its
+/// pull secret, `imageDigestSources` (or the upconverted `imageContentSources`) and trust bundle.
+pub fn site_registry_options(
+    config: &InstallConfig,
+    insecure_registries: Vec<String>,
+) -> Result<RegistryOptions, String> {
+    registry_access(
+        config.pull_secret.expose(),
+        &config.image_digest_sources().unwrap_or_default(),
+        &config.additional_trust_bundle,
+        insecure_registries,
+    )
+}
+
+fn registry_access(
+    pull_secret: &str,
+    image_digest_sources: &[ImageDigestSource],
+    additional_trust_bundle: &str,
+    insecure_registries: Vec<String>,
+) -> Result<RegistryOptions, String> {
+    let pull_secret = match pull_secret.trim() {
+        "" => None,
+        text => Some(super::registry::parse_pull_secret(text)?),
+    };
+    let bundle = additional_trust_bundle;
+    Ok(RegistryOptions {
+        pull_secret,
+        image_digest_sources: image_digest_sources.to_vec(),
+        additional_trust_bundle: (!bundle.trim().is_empty()).then(|| bundle.to_string()),
+        insecure_registries,
+        timeout: None,
+    })
+}
+
+/// Which check a finding comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeedCheck {
+    FormatVersion,
+    ClusterInfo,
+    OcpVersion,
+    Architecture,
+    PartitionLabel,
+}
+
+/// One mismatch between the seed and the installation configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeedFinding {
+    pub check: SeedCheck,
+    pub message: String,
+}
+
+impl fmt::Display for SeedFinding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Runs every check and returns every finding (empty: the seed fits).
+pub fn check_seed(info: &SeedInfo, want: &SeedExpectations) -> Vec<SeedFinding> {
+    let mut out = Vec::new();
+    out.extend(check_format_version(&info.labels));
+    match cluster_info(&info.labels) {
+        Ok(Some(ci)) => {
+            out.extend(check_ocp_version(&ci, &want.seed_version));
+            if let Some(label) = &want.extra_partition_label {
+                out.extend(check_partition_label(&ci, label));
+            }
+        }
+        Ok(None) => out.push(finding(
+            SeedCheck::ClusterInfo,
+            format!("the seed image has no {SEED_CLUSTER_INFO_LABEL} label, so seedVersion {:?} cannot be checked against it", want.seed_version),
+        )),
+        Err(e) => out.push(finding(SeedCheck::ClusterInfo, e)),
+    }
+    if info.architecture != want.architecture {
+        out.push(finding(
+            SeedCheck::Architecture,
+            format!(
+                "architecture {:?} differs from the seed image's architecture {:?}",
+                want.architecture, info.architecture
+            ),
+        ));
+    }
+    out
+}
+
+fn finding(check: SeedCheck, message: String) -> SeedFinding {
+    SeedFinding { check, message }
+}
+
+fn cluster_info(labels: &BTreeMap<String, String>) -> Result<Option<SeedClusterInfo>, String> {
+    labels
+        .get(SEED_CLUSTER_INFO_LABEL)
+        .map(|t| parse_seed_cluster_info(t))
+        .transpose()
+}
+
+fn check_format_version(labels: &BTreeMap<String, String>) -> Option<SeedFinding> {
+    let message = match labels.get(SEED_FORMAT_VERSION_LABEL) {
+        Some(v) if v == SEED_FORMAT_VERSION => return None,
+        Some(v) => format!(
+            "seed image label {SEED_FORMAT_VERSION_LABEL} is {v:?}, but ibi requires {SEED_FORMAT_VERSION:?}"
+        ),
+        None => format!(
+            "the seed image has no {SEED_FORMAT_VERSION_LABEL} label; ibi requires {SEED_FORMAT_VERSION:?}"
+        ),
+    };
+    Some(finding(SeedCheck::FormatVersion, message))
+}
+
+/// `lca-cli ibi` compares the strings exactly ("version specified in seed image … differs …").
+fn check_ocp_version(ci: &SeedClusterInfo, seed_version: &str) -> Option<SeedFinding> {
+    (ci.seed_cluster_ocp_version != seed_version).then(|| {
+        finding(
+            SeedCheck::OcpVersion,
+            format!(
+                "seedVersion {seed_version:?} differs from the seed image's seed_cluster_ocp_version {:?}",
+                ci.seed_cluster_ocp_version
+            ),
+        )
+    })
+}
+
+/// The installed host mounts `/var/lib/containers` with the seed's `var-lib-containers.mount`, whose
+/// `What=` must name the partition lca-cli creates.
+fn check_partition_label(ci: &SeedClusterInfo, label: &str) -> Option<SeedFinding> {
+    let target = ci.container_storage_mountpoint_target.as_str();
+    if target.is_empty() {
+        return None;
+    }
+    let message = match partition_label(target) {
+        Some(seed) if seed == label => return None,
+        Some(seed) => format!(
+            "extraPartitionLabel {label:?} differs from the seed's partition label {seed:?} (container_storage_mountpoint_target {target:?})"
+        ),
+        None => format!(
+            "the seed mounts /var/lib/containers from {target:?}, not from a partition label, so it will not find the partition labelled {label:?} (extraPartitionLabel) that the installation creates"
+        ),
+    };
+    Some(finding(SeedCheck::PartitionLabel, message))
+}
+
+/// The partition label a mount source names: `/dev/disk/by-partlabel/NAME` (udev-escaped, `\x20`) or
+/// `PARTLABEL=NAME`; `None` for any other device.
+pub fn partition_label(target: &str) -> Option<String> {
+    if let Some(name) = target.strip_prefix("PARTLABEL=") {
+        return Some(name.to_string());
+    }
+    let name = target.strip_prefix(BY_PARTLABEL)?;
+    (!name.is_empty() && !name.contains('/')).then(|| unescape_udev(name))
+}
+
+/// Undoes udev's `\xNN` escaping of link names.
+fn unescape_udev(name: &str) -> String {
+    let mut bytes = Vec::with_capacity(name.len());
+    let raw = name.as_bytes();
+    let mut i = 0;
+    while i < raw.len() {
+        let hex = raw
+            .get(i + 2..i + 4)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        match (
+            raw[i],
+            raw.get(i + 1),
+            hex.and_then(|h| u8::from_str_radix(h, 16).ok()),
+        ) {
+            (b'\\', Some(b'x'), Some(b)) => {
+                bytes.push(b);
+                i += 4;
+            }
+            (b, _, _) => {
+                bytes.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_seed_references() {
+        let oci = |p: &str, t: Option<&str>| SeedReference::OciLayout {
+            path: p.into(),
+            tag: t.map(str::to_string),
+        };
+        assert_eq!(
+            parse_seed_reference("oci:/srv/seed:4.16.0"),
+            Ok(oci("/srv/seed", Some("4.16.0")))
+        );
+        assert_eq!(
+            parse_seed_reference("oci:/srv/seed"),
+            Ok(oci("/srv/seed", None))
+        );
+        assert_eq!(
+            parse_seed_reference("oci:rel/seed:v1"),
+            Ok(oci("rel/seed", Some("v1")))
+        );
+        let r = parse_seed_reference("quay.io/org/seed:4.16.0").expect("registry");
+        assert!(matches!(&r, SeedReference::Registry(i) if i.tag.as_deref() == Some("4.16.0")));
+        assert_eq!(r.to_string(), "quay.io/org/seed:4.16.0");
+        assert_eq!(oci("/srv/seed", Some("t")).to_string(), "oci:/srv/seed:t");
+        for bad in [
+            "oci:",
+            "oci::tag",
+            "oci:/srv/seed:",
+            "oci:/srv/seed:a:b",
+            "seed:4.16",
+        ] {
+            let e = parse_seed_reference(bad).expect_err(bad);
+            assert!(e.contains(&format!("{bad:?}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn parses_cluster_info_and_ignores_unknown_keys() {
+        let text = r#"{"seed_cluster_ocp_version":"4.18.3","base_domain":"seed.example.com","cluster_name":"seed","node_ips":["192.168.126.10"],"release_registry":"quay.io","sno_hostname":"seed-node","recert_image_pull_spec":"quay.io/edge-infrastructure/recert:v0","has_proxy":false,"has_fips":false,"additionalTrustBundle":{"hasUserCaBundle":false,"proxyConfigmapName":""},"container_storage_mountpoint_target":"/dev/disk/by-partlabel/var-lib-containers","ingress_certificate_cn":"ingress-operator@1712345678","machine_networks":["192.168.126.0/24"]}"#;
+        let ci = parse_seed_cluster_info(text).expect("parse");
+        assert_eq!(ci.seed_cluster_ocp_version, "4.18.3");
+        assert_eq!(ci.additional_trust_bundle, Some(SeedTrustBundle::default()));
+        assert_eq!(
+            serde_json::to_string(&ci).expect("json"),
+            text,
+            "round trip keeps omitempty shape"
+        );
+        let ci = parse_seed_cluster_info(
+            r#"{"seed_cluster_ocp_version":"4.16.0","future_key":{"x":1},"has_proxy":true}"#,
+        )
+        .expect("unknown");
+        assert!(ci.has_proxy);
+        let e = parse_seed_cluster_info("{").expect_err("bad");
+        assert!(e.starts_with("label com.openshift.lifecycle-agent.seed_cluster_info is not valid SeedClusterInfo JSON"), "{e}");
+    }
+
+    #[test]
+    fn options_and_expectations_from_the_installation_config() {
+        let config = InstallationConfig {
+            seed_version: "4.16.0".into(),
+            pull_secret: r#"{"auths":{"quay.io":{"auth":"dTpw"}}}"#.into(),
+            image_digest_sources: Some(vec![crate::config::ImageDigestSource {
+                source: "quay.io/org".into(),
+                mirrors: vec!["m.lab/org".into()],
+                source_policy: None,
+            }]),
+            ..Default::default()
+        };
+        let want = SeedExpectations::from_installation(&config);
+        assert_eq!(want.architecture, "amd64");
+        assert_eq!(
+            want.extra_partition_label.as_deref(),
+            Some("var-lib-containers")
+        );
+        let opts = registry_options(&config, vec!["127.0.0.1:5000".into()]).expect("options");
+        let creds = opts
+            .pull_secret
+            .as_ref()
+            .expect("secret")
+            .credentials_for("quay.io", "org/seed");
+        assert_eq!(
+            creds.expect("lookup").map(|c| c.username),
+            Some("u".to_string())
+        );
+        assert_eq!(opts.image_digest_sources.len(), 1);
+        assert_eq!(opts.additional_trust_bundle, None);
+        let bad = InstallationConfig {
+            pull_secret: "{hunter2".into(),
+            ..Default::default()
+        };
+        let e = registry_options(&bad, Vec::new()).expect_err("bad secret");
+        assert!(!e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn partition_labels() {
+        let cases = [
+            (
+                "/dev/disk/by-partlabel/var-lib-containers",
+                Some("var-lib-containers"),
+            ),
+            ("/dev/disk/by-partlabel/my\\x20label", Some("my label")),
+            ("PARTLABEL=varlibcontainers", Some("varlibcontainers")),
+            ("/dev/disk/by-label/var-lib-containers", None),
+            ("/dev/sdb1", None),
+            ("/dev/disk/by-partlabel/", None),
+        ];
+        for (target, want) in cases {
+            assert_eq!(partition_label(target).as_deref(), want, "{target}");
+        }
+    }
+
+    fn info(labels: &[(&str, &str)], arch: &str) -> SeedInfo {
+        SeedInfo {
+            digest: "sha256:x".into(),
+            pinned_reference: None,
+            architecture: arch.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            cluster_info: None,
+            source: "test".into(),
+        }
+    }
+
+    fn want(version: &str, arch: &str, label: Option<&str>) -> SeedExpectations {
+        SeedExpectations {
+            seed_version: version.into(),
+            architecture: arch.into(),
+            extra_partition_label: label.map(str::to_string),
+        }
+    }
+
+    const INFO: &str = r#"{"seed_cluster_ocp_version":"4.16.0","has_proxy":false,"has_fips":false,"additionalTrustBundle":null,"container_storage_mountpoint_target":"/dev/disk/by-partlabel/var-lib-containers"}"#;
+
+    #[test]
+    fn checks_report_every_mismatch() {
+        let good = info(
+            &[
+                (SEED_FORMAT_VERSION_LABEL, "4"),
+                (SEED_CLUSTER_INFO_LABEL, INFO),
+            ],
+            "amd64",
+        );
+        assert_eq!(
+            check_seed(&good, &want("4.16.0", "amd64", Some("var-lib-containers"))),
+            []
+        );
+        assert_eq!(check_seed(&good, &want("4.16.0", "amd64", None)), []);
+        let bad = info(
+            &[
+                (SEED_FORMAT_VERSION_LABEL, "3"),
+                (SEED_CLUSTER_INFO_LABEL, INFO),
+            ],
+            "amd64",
+        );
+        let messages: Vec<String> =
+            check_seed(&bad, &want("4.16.1", "arm64", Some("varlibcontainers")))
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+        assert_eq!(
+            messages,
+            [
+                r#"seed image label com.openshift.lifecycle-agent.seed_format_version is "3", but ibi requires "4""#,
+                r#"seedVersion "4.16.1" differs from the seed image's seed_cluster_ocp_version "4.16.0""#,
+                r#"extraPartitionLabel "varlibcontainers" differs from the seed's partition label "var-lib-containers" (container_storage_mountpoint_target "/dev/disk/by-partlabel/var-lib-containers")"#,
+                r#"architecture "arm64" differs from the seed image's architecture "amd64""#,
+            ]
+        );
+    }
+
+    #[test]
+    fn checks_missing_or_odd_labels() {
+        let checks = |labels: &[(&str, &str)]| -> Vec<(SeedCheck, String)> {
+            check_seed(
+                &info(labels, "amd64"),
+                &want("4.16.0", "amd64", Some("var-lib-containers")),
+            )
+            .into_iter()
+            .map(|f| (f.check, f.message))
+            .collect()
+        };
+        let got = checks(&[]);
+        assert_eq!(
+            got[0].1,
+            r#"the seed image has no com.openshift.lifecycle-agent.seed_format_version label; ibi requires "4""#
+        );
+        assert_eq!(
+            got[1].1,
+            r#"the seed image has no com.openshift.lifecycle-agent.seed_cluster_info label, so seedVersion "4.16.0" cannot be checked against it"#
+        );
+        let got = checks(&[
+            (SEED_FORMAT_VERSION_LABEL, "4"),
+            (SEED_CLUSTER_INFO_LABEL, "not json"),
+        ]);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, SeedCheck::ClusterInfo);
+        let by_label = INFO.replace("by-partlabel", "by-label");
+        let got = checks(&[
+            (SEED_FORMAT_VERSION_LABEL, "4"),
+            (SEED_CLUSTER_INFO_LABEL, &by_label),
+        ]);
+        assert_eq!(got, [(SeedCheck::PartitionLabel, r#"the seed mounts /var/lib/containers from "/dev/disk/by-label/var-lib-containers", not from a partition label, so it will not find the partition labelled "var-lib-containers" (extraPartitionLabel) that the installation creates"#.to_string())]);
+        let no_mount = INFO.replace("/dev/disk/by-partlabel/var-lib-containers", "");
+        assert_eq!(
+            checks(&[
+                (SEED_FORMAT_VERSION_LABEL, "4"),
+                (SEED_CLUSTER_INFO_LABEL, &no_mount)
+            ]),
+            []
+        );
+    }
+}
