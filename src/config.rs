@@ -56,8 +56,4 @@ pub use template::IMAGE_BASED_CONFIG_TEMPLATE;
 pub use validate_ic::validate_install_config;
 
 #[cfg(test)]
-mod inventory_tests;
-#[cfg(test)]
-mod site_tests;
-#[cfg(test)]
 mod tests;

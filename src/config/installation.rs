@@ -678,5 +678,4 @@ fn versioned_keys_set(c: &InstallationConfig) -> Vec<&'static str> {
 }
 
 #[cfg(test)]
-#[path = "installation_tests.rs"]
 mod tests;

@@ -506,3 +506,6 @@ fn csv_labels(f: &mut Findings, line: usize, value: &str) -> BTreeMap<String, St
     }
     labels
 }
+
+#[cfg(test)]
+mod tests;

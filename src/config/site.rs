@@ -114,3 +114,6 @@ pub fn parse_site_inputs(
 pub(crate) fn cross_check(ic: &InstallConfig, ibc: &ImageBasedConfig) -> Vec<Finding> {
     cross::node_ip_in_machine_network(&ic.machine_network_cidrs(), ibc.network_config.as_ref())
 }
+
+#[cfg(test)]
+mod tests;

@@ -452,5 +452,4 @@ fn child_entry(parent: &str, iso_parent: &str, child: Child) -> Entry {
 }
 
 #[cfg(test)]
-#[path = "reader_tests.rs"]
 mod tests;

@@ -265,5 +265,4 @@ impl<W: Write> Write for Counter<W> {
 }
 
 #[cfg(test)]
-#[path = "synthetic_tests.rs"]
 mod tests;

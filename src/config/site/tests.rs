@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use super::tests::{BASE_IMAGE_BASED_CONFIG, base_install_config, patched, render};
-use super::*;
+use crate::config::tests::{BASE_IMAGE_BASED_CONFIG, base_install_config, patched, render};
+use crate::config::*;
 
 fn write(dir: &Path, name: &str, text: &str) {
     std::fs::create_dir_all(dir.join(name).parent().unwrap()).unwrap();

@@ -1,9 +1,9 @@
 //! Tests of the batch inventory (YAML and CSV decoding, the inventory-only rules with their rendered
 //! findings) and of rendering a site's effective files from the shared base.
 
-use super::inventory::Locator;
-use super::tests::{BASE_IMAGE_BASED_CONFIG, base_install_config, render};
-use super::*;
+use super::Locator;
+use crate::config::tests::{BASE_IMAGE_BASED_CONFIG, base_install_config, render};
+use crate::config::*;
 
 const FILE: &str = "sites.yaml";
 
