@@ -10,8 +10,3 @@ pub mod units;
 
 pub use host_agent::IBI_AGENT_UNIT;
 pub use installation::{INSTALL_UNIT, InstallationIgnitionInputs, build_installation_ignition};
-
-#[cfg(test)]
-mod host_agent_tests;
-#[cfg(test)]
-mod tests;

@@ -76,3 +76,6 @@ pub fn host_agent_dropin(image: &str, proxy: Option<&Proxy>) -> Result<String> {
         proxy_environment(proxy)?
     ))
 }
+
+#[cfg(test)]
+mod tests;

@@ -384,3 +384,6 @@ pub fn ibi_configuration_json(i: &InstallationIgnitionInputs) -> Result<Vec<u8>>
         precache_disabled: i.precache_disabled,
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,7 +2,7 @@
 //! and unit lists with modes, the `[""]` SSH key rule and the precedence of `ignitionConfigOverride`.
 //! Expected texts come from the installer's `ignition_test.go` and templates, not from our own output.
 
-use super::installation::*;
+use super::*;
 use crate::config::{ImageDigestSource, Proxy};
 use crate::contract::ibi_configuration::{
     IBI_CONFIGURATION_PATH, POST_SCRIPT_PATH, PULL_SECRET_PATH,

@@ -3,10 +3,10 @@
 
 use serde_json::{Value, json};
 
-use super::host_agent::*;
-use super::installation::*;
+use super::*;
 use crate::config::Proxy;
 use crate::ignition::{Config, File, to_json};
+use crate::install_image::ignition::installation::*;
 
 const IMAGE: &str = "quay.io/openshift-kni/ibi:4.16.0";
 const PULL_SECRET: &str = r#"{"auths":{"example.com":{"auth":"c3VwZXItc2VjcmV0Cg=="}}}"#;
