@@ -29,6 +29,10 @@ pub enum Command {
     #[cfg(feature = "agent")]
     #[command(subcommand)]
     Agent(AgentCommand),
+    /// Serve the ISOs under DIR to BMCs, each under an unguessable URL (HTTPS by default)
+    Serve(ServeOpts),
+    /// Boot a host through its Redfish BMC from a served ISO (factory: --boot cd; site: --boot disk)
+    Boot(BootOpts),
     /// Print a shell completion script to stdout
     Completion(CompletionOpts),
 }
@@ -120,6 +124,10 @@ pub struct CreateImageOpts {
     /// Embed even if the base ISO already carries an Ignition config
     #[arg(long)]
     pub force: bool,
+    /// Write DIR/.ibi/rhcos-ibi.patch.json (the embed-area patch over the base ISO, 0600) instead
+    /// of the ISO: `ibi serve` streams the same bytes from it, so many variants share one base ISO
+    #[arg(long)]
+    pub patch_only: bool,
 }
 
 #[derive(Debug, Args)]
@@ -195,6 +203,87 @@ pub struct AgentFetchConfigOpts {
     /// Probe only this kernel block device name (repeatable, e.g. `sr0`); default: every device
     #[arg(long, value_name = "NAME")]
     pub device: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeOpts {
+    #[command(flatten)]
+    pub dir: DirOpt,
+    /// Address and port to listen on (port 0: any free port)
+    #[arg(long, default_value = "0.0.0.0:8443", value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
+    /// TLS certificate chain (PEM) instead of the self-signed one kept in DIR/.ibi/
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        conflicts_with = "plain_http"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// The key of --tls-cert (PEM)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Base URL BMCs reach this server at (required when listening on every address)
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<reqwest::Url>,
+    /// Serve plain HTTP (many BMCs cannot fetch virtual media over HTTPS)
+    #[arg(long)]
+    pub plain_http: bool,
+    /// Give every image a new URL (the old ones stop working)
+    #[arg(long)]
+    pub rotate_tokens: bool,
+}
+
+/// Which device the host boots after the insert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BootDevice {
+    /// One-time boot from the virtual CD: the installation ISO (factory)
+    Cd,
+    /// Boot from disk, the CD left inserted: the configuration ISO (site)
+    Disk,
+}
+
+#[derive(Debug, Args)]
+pub struct BootOpts {
+    /// The BMC: its address, its service root, its Systems collection or one System
+    #[arg(long, value_name = "URL")]
+    pub bmc: reqwest::Url,
+    /// The image URL (from `ibi serve`); also IBI_ISO_URL, which keeps it out of `ps`
+    #[arg(long, value_name = "URL", env = "IBI_ISO_URL", hide_env_values = true,
+          value_parser = parse_secret, required_unless_present = "eject")]
+    pub iso: Option<crate::util::secret::Secret>,
+    /// cd: one-time boot from the ISO (installation ISO); disk: boot the disk with the ISO
+    /// attached (configuration ISO)
+    #[arg(long = "boot", value_enum, default_value = "cd")]
+    pub boot: BootDevice,
+    /// Eject every virtual CD and clear a CD boot override, then stop
+    #[arg(long, conflicts_with = "iso")]
+    pub eject: bool,
+    /// The system's Id or last path segment, when the BMC has several
+    #[arg(long, value_name = "ID")]
+    pub system: Option<String>,
+    /// BMC user (also IBI_BMC_USER); the password comes from --bmc-password-file or IBI_BMC_PASSWORD
+    #[arg(long, value_name = "USER", env = "IBI_BMC_USER")]
+    pub bmc_user: Option<String>,
+    /// File whose first line is the BMC password
+    #[arg(long, value_name = "FILE")]
+    pub bmc_password_file: Option<PathBuf>,
+    /// CA bundle (PEM) the BMC's certificate must chain to, instead of the system's
+    #[arg(long, value_name = "FILE", conflicts_with = "bmc_insecure")]
+    pub bmc_ca: Option<PathBuf>,
+    /// Do not verify the BMC's TLS certificate
+    #[arg(long)]
+    pub bmc_insecure: bool,
+    /// The image server's certificate (PEM), uploaded to the BMC so it verifies the server
+    #[arg(long, value_name = "FILE")]
+    pub iso_ca: Option<PathBuf>,
+    /// Give up after this many seconds (power changes and the BMC's download included)
+    #[arg(long, value_name = "SECONDS", default_value_t = 900)]
+    pub timeout: u64,
+}
+
+fn parse_secret(s: &str) -> Result<crate::util::secret::Secret, String> {
+    Ok(crate::util::secret::Secret::new(s))
 }
 
 #[derive(Debug, Args)]

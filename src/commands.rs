@@ -2,11 +2,13 @@
 
 #[cfg(feature = "agent")]
 mod agent;
+mod boot;
 mod completion;
 mod create_config_image;
 mod create_config_template;
 mod create_image;
 mod dispatch;
 mod inspect;
+mod serve;
 
 pub use dispatch::{report_error, run};

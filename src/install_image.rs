@@ -5,3 +5,4 @@ pub mod base_iso;
 pub mod build;
 pub mod ignition;
 pub mod report;
+pub mod variant;

@@ -18,7 +18,9 @@ pub use kargs::{
     KargSlot, KargsAreas, KargsFile, KargsJson, encode_kargs, find_kargs, parse_kargs_json,
     read_kargs,
 };
-pub use patch::{Patch, apply_patches, copy_with_patches};
+pub use patch::{
+    Patch, apply_patches, copy_with_patches, overlay, read_patched_at, validate_patches,
+};
 
 pub use embed::{EmbedArea, IGNITION_AREA_LEN, is_customized, read_area};
 pub use error::LiveIsoError;

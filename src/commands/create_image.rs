@@ -16,6 +16,7 @@ pub fn run(opts: &CreateImageOpts) -> Result<()> {
         skip_seed_checks: opts.skip_seed_checks,
         no_pin_seed: opts.no_pin_seed,
         force: opts.force,
+        patch_only: opts.patch_only,
     })?;
     info!(path = %out.display(), "Image created");
     println!("{}", out.display());

@@ -17,6 +17,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Inspect(o) => super::inspect::run(&o),
         #[cfg(feature = "agent")]
         Command::Agent(c) => super::agent::run(c),
+        Command::Serve(o) => super::serve::run(&o),
+        Command::Boot(o) => super::boot::run(&o),
         Command::Completion(o) => super::completion::run(&o),
     }
 }

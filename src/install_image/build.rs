@@ -15,6 +15,7 @@ use tracing::warn;
 use super::base_iso::{self, BaseIsoOptions};
 use super::ignition::{InstallationIgnitionInputs, build_installation_ignition};
 use super::report;
+use super::variant;
 use crate::config::{
     self, Finding, HostAgent, IMAGE_BASED_INSTALLATION_CONFIG_FILE, InstallationConfig,
     ValidationError,
@@ -46,10 +47,33 @@ pub struct BuildOptions {
     pub no_pin_seed: bool,
     /// Accept a base ISO whose Ignition area is not empty.
     pub force: bool,
+    /// Write only the patch `ibi serve` streams the ISO from (`--patch-only`).
+    pub patch_only: bool,
 }
 
-/// Builds `DIR/rhcos-ibi.iso` and returns its path.
+/// Builds `DIR/rhcos-ibi.iso` and returns its path; with `patch_only`, writes the patch `ibi serve`
+/// streams the same bytes from instead.
 pub fn build(opts: &BuildOptions) -> Result<PathBuf> {
+    let plan = plan(opts)?;
+    if opts.patch_only {
+        let out = opts.dir.join(variant::RECIPE_FILE);
+        variant::write_recipe(&out, &plan.base, &plan.patches)?;
+        return Ok(out);
+    }
+    let out = opts.dir.join(OUTPUT_FILE);
+    write_output(&plan.base, &out, &plan.patches)?;
+    Ok(out)
+}
+
+/// The base ISO and the patches that make it `rhcos-ibi.iso`: the one source of the bytes that both
+/// the written file and `ibi serve`'s stream are made of.
+pub struct ImagePlan {
+    pub base: PathBuf,
+    pub patches: Vec<Patch>,
+}
+
+/// Validates, checks the seed, gets the base ISO and renders the patches; writes nothing.
+pub fn plan(opts: &BuildOptions) -> Result<ImagePlan> {
     let dir = &opts.dir;
     let inputs = config::load_installation_inputs(dir)?;
     for w in &inputs.warnings {
@@ -64,9 +88,7 @@ pub fn build(opts: &BuildOptions) -> Result<PathBuf> {
     let json = ignition::to_json(&config)?;
     let mut patches = vec![ignition_patch(&json, &layout.ignition, &base)?];
     patches.extend(kargs_patches(&layout, &cfg.live_kernel_args)?);
-    let out = dir.join(OUTPUT_FILE);
-    write_output(&base, &out, &patches)?;
-    Ok(out)
+    Ok(ImagePlan { base, patches })
 }
 
 /// Runs the seed checks and returns the seed reference the host will pull: pinned by digest

@@ -74,6 +74,39 @@ fn write_patches(file: &File, patches: &[Patch]) -> io::Result<()> {
     Ok(())
 }
 
+/// Fills `buf` with the customized image's bytes at `offset`: the source's bytes with every patch
+/// laid over them. `ibi serve` streams a variant ISO through this without writing it, and
+/// [`copy_with_patches`] is its whole-file equivalent; a test holds the two to the same bytes.
+pub fn read_patched_at(
+    src: &File,
+    patches: &[Patch],
+    offset: u64,
+    buf: &mut [u8],
+) -> io::Result<()> {
+    src.read_exact_at(buf, offset)?;
+    overlay(patches, offset, buf);
+    Ok(())
+}
+
+/// Copies into `buf` (which holds the image's bytes from `offset`) the parts of `patches` that
+/// fall inside it.
+pub fn overlay(patches: &[Patch], offset: u64, buf: &mut [u8]) {
+    let end = offset.saturating_add(buf.len() as u64);
+    for p in patches {
+        let (from, to) = (p.offset.max(offset), p.end().min(end));
+        if from >= to {
+            continue;
+        }
+        let src = &p.data[(from - p.offset) as usize..(to - p.offset) as usize];
+        buf[(from - offset) as usize..(to - offset) as usize].copy_from_slice(src);
+    }
+}
+
+/// Checks `patches` fit an image of `len` bytes without overlapping (see [`copy_with_patches`]).
+pub fn validate_patches(patches: &[Patch], len: u64) -> io::Result<()> {
+    check_patches(patches, len)
+}
+
 /// Refuses patches past the end (they would grow the image) or overlapping (one would silently
 /// win): both mean the areas were located wrongly.
 fn check_patches(patches: &[Patch], len: u64) -> io::Result<()> {
@@ -196,6 +229,39 @@ mod tests {
         let err = copy_with_patches(&f, &again, &[], &mut |_| {}).unwrap_err();
         assert!(err.to_string().contains("same file"), "{err}");
         assert_eq!(contents(&f), b"precious");
+    }
+
+    #[test]
+    fn reading_patched_ranges_matches_the_patched_copy() {
+        let src_bytes: Vec<u8> = (0..10_000u32).map(|i| (i % 253) as u8).collect();
+        let src = file_with(&src_bytes);
+        let patches = [
+            Patch {
+                offset: 100,
+                data: vec![0xAA; 300],
+            },
+            Patch {
+                offset: 9_990,
+                data: vec![0xBB; 10],
+            },
+        ];
+        let dst = file_with(b"");
+        copy_with_patches(&src, &dst, &patches, &mut |_| {}).unwrap();
+        let whole = contents(&dst);
+        // Windows that start before, inside and after each patch, and span both.
+        for (off, len) in [
+            (0, 10_000),
+            (0, 100),
+            (50, 100),
+            (150, 10),
+            (399, 2),
+            (9_985, 15),
+            (400, 9_600),
+        ] {
+            let mut buf = vec![0u8; len];
+            read_patched_at(&src, &patches, off as u64, &mut buf).unwrap();
+            assert_eq!(buf, whole[off..off + len], "window {off}+{len}");
+        }
     }
 
     #[test]

@@ -1,0 +1,7 @@
+//! Getting the ISOs onto hosts: `serve` hands them out over HTTPS under unguessable URLs (a
+//! variant's installation ISO streamed from the base ISO and its patch, never written), and `boot`
+//! drives a host's BMC through the factory boot (from the installation ISO) and the site boot
+//! (from disk, with the configuration ISO attached). Built on `redfish` and `live_iso`.
+
+pub mod boot;
+pub mod serve;

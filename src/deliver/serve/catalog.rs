@@ -1,0 +1,353 @@
+//! What `serve` serves and under which URL: the images ibi builds under DIR, each behind its own
+//! unguessable token (128 random bits from OpenSSL, hex), kept in `DIR/.ibi/serve-tokens.json` so
+//! URLs survive restarts, and the map written to `DIR/.ibi/served.json` for people and scripts.
+//! Both files are 0600: a URL is a capability to the pull secret and the cluster's keys.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use tracing::warn;
+
+use super::source::Source;
+use crate::install_image::variant::RECIPE_FILE;
+use crate::util::digest::hex;
+use crate::util::fs::{
+    Clobber, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, read_input_file, write_atomic,
+};
+use crate::util::secret::Secret;
+
+/// The outputs of `create image` and `create config-image` (single site and batch).
+pub const INSTALLATION_ISO: &str = "rhcos-ibi.iso";
+pub const CONFIG_ISO: &str = "imagebasedconfig.iso";
+const SITES_DIR: &str = "sites";
+pub const SERVED_FILE: &str = ".ibi/served.json";
+pub const TOKENS_FILE: &str = ".ibi/serve-tokens.json";
+/// 128 bits: the floor the issue sets, as the image-based-install-operator's URLs.
+const TOKEN_BYTES: usize = 16;
+const MAX_TOKENS_FILE: u64 = 1 << 20;
+
+/// One image: its name in served.json (a path under DIR), where its bytes come from, its token.
+#[derive(Debug)]
+pub struct Image {
+    pub name: String,
+    pub source: Source,
+    pub token: Secret,
+    /// The file name at the end of the URL (some BMCs want the URL to end in `.iso`).
+    pub file_name: String,
+}
+
+/// served.json's entries; `url` holds the token, so the struct is never logged.
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ServedEntry {
+    pub name: String,
+    pub file: String,
+    pub url: String,
+    pub sha256: String,
+    pub size: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ServedMap {
+    images: Vec<ServedEntry>,
+}
+
+#[derive(Default, Serialize, Deserialize)]
+struct Tokens {
+    tokens: BTreeMap<String, String>,
+}
+
+/// The images under `dir`, in a fixed order: the installation ISO, the site's configuration ISO,
+/// then every batch site's.
+pub fn discover(dir: &Path) -> Result<Vec<(String, Source)>> {
+    let mut found = Vec::new();
+    if let Some(src) = installation_source(dir)? {
+        found.push((INSTALLATION_ISO.to_string(), src));
+    }
+    if dir.join(CONFIG_ISO).is_file() {
+        found.push((CONFIG_ISO.to_string(), Source::File(dir.join(CONFIG_ISO))));
+    }
+    let sites = dir.join(SITES_DIR);
+    if sites.is_dir() {
+        let mut names: Vec<String> = std::fs::read_dir(&sites)
+            .with_context(|| format!("listing {}", sites.display()))?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join(CONFIG_ISO).is_file())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        names.sort();
+        for site in names {
+            let path = sites.join(&site).join(CONFIG_ISO);
+            found.push((
+                format!("{SITES_DIR}/{site}/{CONFIG_ISO}"),
+                Source::File(path),
+            ));
+        }
+    }
+    if found.is_empty() {
+        bail!(
+            "nothing to serve in {}: no {INSTALLATION_ISO}, {RECIPE_FILE}, {CONFIG_ISO} or {SITES_DIR}/<site>/{CONFIG_ISO}",
+            dir.display()
+        );
+    }
+    Ok(found)
+}
+
+/// `rhcos-ibi.iso` as a file or as a patch (`create image --patch-only`); with both, the newer.
+fn installation_source(dir: &Path) -> Result<Option<Source>> {
+    let (file, recipe) = (dir.join(INSTALLATION_ISO), dir.join(RECIPE_FILE));
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    Ok(match (file.is_file(), recipe.is_file()) {
+        (false, false) => None,
+        (true, false) => Some(Source::File(file)),
+        (false, true) => Some(Source::Variant(recipe)),
+        (true, true) => {
+            let src = if mtime(&recipe) > mtime(&file) {
+                Source::Variant(recipe.clone())
+            } else {
+                Source::File(file.clone())
+            };
+            warn!(
+                "both {} and {} exist: serving the newer, {}",
+                file.display(),
+                recipe.display(),
+                src.path().display()
+            );
+            Some(src)
+        }
+    })
+}
+
+/// Gives every image a token: the one kept from an earlier run unless `rotate`, else a new one.
+/// Saves the tokens (0600) before anything is served, so a crash cannot lose a URL handed out.
+pub fn assign_tokens(dir: &Path, found: Vec<(String, Source)>, rotate: bool) -> Result<Vec<Image>> {
+    let path = dir.join(TOKENS_FILE);
+    let mut kept = if rotate {
+        Tokens::default()
+    } else {
+        load_tokens(&path)?
+    };
+    let mut images = Vec::new();
+    for (name, source) in found {
+        let token = match kept.tokens.get(&name) {
+            Some(t) if valid_token(t) => t.clone(),
+            _ => new_token()?,
+        };
+        kept.tokens.insert(name.clone(), token.clone());
+        let file_name = name.rsplit('/').next().unwrap_or(&name).to_string();
+        images.push(Image {
+            name,
+            source,
+            token: Secret::new(token),
+            file_name,
+        });
+    }
+    ensure_dir(&dir.join(".ibi"), SECRET_DIR_MODE)?;
+    let json = serde_json::to_vec_pretty(&kept).context("encoding the tokens")?;
+    write_atomic(&path, &json, SECRET_FILE_MODE, Clobber::Replace)?;
+    Ok(images)
+}
+
+fn load_tokens(path: &Path) -> Result<Tokens> {
+    if !path.exists() {
+        return Ok(Tokens::default());
+    }
+    let bytes = read_input_file(path, MAX_TOKENS_FILE)
+        .with_context(|| format!("reading {}", path.display()))?;
+    // No serde message: it would quote a token.
+    serde_json::from_slice(&bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is not a token file (line {}); remove it or pass --rotate-tokens",
+            path.display(),
+            e.line()
+        )
+    })
+}
+
+fn new_token() -> Result<String> {
+    let mut bytes = [0u8; TOKEN_BYTES];
+    openssl::rand::rand_bytes(&mut bytes).context("drawing random bytes for a token")?;
+    Ok(hex(&bytes))
+}
+
+/// A kept token is reused only if it still has the strength a new one would.
+fn valid_token(t: &str) -> bool {
+    t.len() >= TOKEN_BYTES * 2 && t.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `public` + `/TOKEN/FILE`.
+pub fn url_for(public: &str, image: &Image) -> String {
+    format!(
+        "{}/{}/{}",
+        public.trim_end_matches('/'),
+        image.token.expose_str(),
+        image.file_name
+    )
+}
+
+/// The served map: written at start and again whenever a rebuilt image gets a new hash.
+pub struct ServedFile {
+    path: PathBuf,
+    entries: Mutex<Vec<ServedEntry>>,
+}
+
+impl ServedFile {
+    pub fn create(dir: &Path, entries: Vec<ServedEntry>) -> Result<Self> {
+        let f = Self {
+            path: dir.join(SERVED_FILE),
+            entries: Mutex::new(entries),
+        };
+        let entries = f.lock().clone();
+        f.write(&entries)?;
+        Ok(f)
+    }
+
+    pub fn entries(&self) -> Vec<ServedEntry> {
+        self.lock().clone()
+    }
+
+    /// Records a new version of image `index`; rewrites the file when something changed.
+    pub fn update(&self, index: usize, sha256: &str, size: u64) {
+        let snapshot = {
+            let mut entries = self.lock();
+            let Some(e) = entries.get_mut(index) else {
+                return;
+            };
+            if e.sha256 == sha256 && e.size == size {
+                return;
+            }
+            e.sha256 = sha256.to_string();
+            e.size = size;
+            entries.clone()
+        };
+        if let Err(e) = self.write(&snapshot) {
+            warn!("updating {}: {e:#}", self.path.display());
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<ServedEntry>> {
+        // A panic elsewhere cannot leave the entries half-updated: each update is one assignment.
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self, entries: &[ServedEntry]) -> Result<()> {
+        let json = serde_json::to_vec_pretty(&ServedMap {
+            images: entries.to_vec(),
+        })
+        .context("encoding served.json")?;
+        write_atomic(&self.path, &json, SECRET_FILE_MODE, Clobber::Replace)
+    }
+}
+
+/// The map as a table for stdout: name, size, the sha256's first 12 digits, URL.
+pub fn table(entries: &[ServedEntry]) -> String {
+    let width = entries
+        .iter()
+        .map(|e| e.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let mut out = format!(
+        "{:<width$}  {:>12}  {:<12}  URL\n",
+        "NAME", "SIZE", "SHA256"
+    );
+    for e in entries {
+        let short = e.sha256.get(..12).unwrap_or(&e.sha256);
+        out.push_str(&format!(
+            "{:<width$}  {:>12}  {short:<12}  {}\n",
+            e.name, e.size, e.url
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(p: &Path) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, b"x").unwrap();
+    }
+
+    #[test]
+    fn discovers_the_images_ibi_builds_in_a_fixed_order() {
+        let d = tempfile::tempdir().unwrap();
+        for p in [
+            "sites/b/imagebasedconfig.iso",
+            "sites/a/imagebasedconfig.iso",
+            "imagebasedconfig.iso",
+            "rhcos-ibi.iso",
+            "other.iso",
+            "sites/c/x.iso",
+        ] {
+            touch(&d.path().join(p));
+        }
+        let names: Vec<String> = discover(d.path())
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "rhcos-ibi.iso",
+                "imagebasedconfig.iso",
+                "sites/a/imagebasedconfig.iso",
+                "sites/b/imagebasedconfig.iso"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_empty_dir_says_what_it_looked_for() {
+        let d = tempfile::tempdir().unwrap();
+        let err = discover(d.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("nothing to serve") && err.contains("rhcos-ibi.iso"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tokens_are_long_random_stable_and_rotatable() {
+        let d = tempfile::tempdir().unwrap();
+        touch(&d.path().join("imagebasedconfig.iso"));
+        let first = assign_tokens(d.path(), discover(d.path()).unwrap(), false).unwrap();
+        let again = assign_tokens(d.path(), discover(d.path()).unwrap(), false).unwrap();
+        let rotated = assign_tokens(d.path(), discover(d.path()).unwrap(), true).unwrap();
+        let t = first[0].token.expose_str();
+        assert_eq!(t.len(), 32);
+        assert!(valid_token(t));
+        assert_eq!(again[0].token, first[0].token);
+        assert_ne!(rotated[0].token, first[0].token);
+        let mode = std::fs::metadata(d.path().join(TOKENS_FILE)).unwrap();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn weak_kept_tokens_are_replaced() {
+        assert!(!valid_token("abc"));
+        assert!(!valid_token(&"z".repeat(32)));
+        assert!(valid_token(&"0f".repeat(16)));
+    }
+
+    #[test]
+    fn urls_end_in_the_file_name() {
+        let img = Image {
+            name: "sites/a/imagebasedconfig.iso".into(),
+            source: Source::File("/x".into()),
+            token: Secret::new("t0k"),
+            file_name: "imagebasedconfig.iso".into(),
+        };
+        assert_eq!(
+            url_for("https://h:1/", &img),
+            "https://h:1/t0k/imagebasedconfig.iso"
+        );
+    }
+}

@@ -1,0 +1,267 @@
+//! One request: find the image its token names (anything else is a 404, with no listing and no
+//! hint of what exists), open it, and answer GET or HEAD with the length, range and entity-tag
+//! rules of [`super::rules`].
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use tracing::warn;
+
+use super::body::{Access, ImageBody};
+use super::catalog::{Image, ServedFile};
+use super::rules::{RangeAsk, etag_listed, if_range_holds, parse_range};
+use super::source::{Cache, OpenError, Opened, open};
+
+/// What the server shares between connections.
+pub struct State {
+    pub images: Vec<Image>,
+    pub cache: Cache,
+    pub served: ServedFile,
+}
+
+/// The index of the image `/TOKEN/FILE` names. Tokens are compared in constant time, so response
+/// timing says nothing about how much of a guess was right.
+pub fn route(images: &[Image], path: &str) -> Option<usize> {
+    let (token, file) = path.strip_prefix('/')?.split_once('/')?;
+    images.iter().position(|img| {
+        let want = img.token.expose_str().as_bytes();
+        token.len() == want.len()
+            && openssl::memcmp::eq(token.as_bytes(), want)
+            && img.file_name == file
+    })
+}
+
+pub async fn handle(
+    state: Arc<State>,
+    client: SocketAddr,
+    req: Request<Incoming>,
+) -> Result<Response<ImageBody>, Infallible> {
+    let mut access = Access {
+        client,
+        method: req.method().to_string(),
+        image: "-".into(),
+        status: 404,
+        range: None,
+        start: Instant::now(),
+    };
+    let Some(index) = route(&state.images, req.uri().path()) else {
+        return Ok(bare(StatusCode::NOT_FOUND, access));
+    };
+    access.image = state.images[index].name.clone();
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = bare(StatusCode::METHOD_NOT_ALLOWED, access);
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return Ok(r);
+    }
+    let st = state.clone();
+    let opened =
+        tokio::task::spawn_blocking(move || open(&st.images[index].source, &st.cache)).await;
+    let opened = match opened {
+        Ok(Ok(o)) => o,
+        Ok(Err(e)) => return Ok(open_failed(e, access)),
+        Err(e) => {
+            warn!("{}: opening failed: {e}", access.image);
+            return Ok(bare(StatusCode::INTERNAL_SERVER_ERROR, access));
+        }
+    };
+    state.served.update(index, &opened.sha256, opened.size);
+    Ok(answer(
+        req.method() == Method::HEAD,
+        req.headers(),
+        opened,
+        access,
+    ))
+}
+
+fn open_failed(e: OpenError, access: Access) -> Response<ImageBody> {
+    let status = match &e {
+        OpenError::Missing(_) => StatusCode::NOT_FOUND,
+        OpenError::Stale(_) => StatusCode::SERVICE_UNAVAILABLE,
+        OpenError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    warn!("{}: {e}", access.image);
+    bare(status, access)
+}
+
+/// What to send for an opened image, before any byte is read.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub status: u16,
+    /// Bytes `start..end` to send (end exclusive); `None` for no body.
+    pub bytes: Option<(u64, u64)>,
+    pub content_range: Option<String>,
+    pub content_length: u64,
+}
+
+/// Applies If-None-Match, If-Range and Range to a representation of `size` bytes.
+pub fn plan(headers: &HeaderMap, size: u64, etag: &str) -> Plan {
+    let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    if text(header::IF_NONE_MATCH).is_some_and(|h| etag_listed(h, etag, true)) {
+        return Plan {
+            status: 304,
+            bytes: None,
+            content_range: None,
+            content_length: 0,
+        };
+    }
+    let ask = if if_range_holds(text(header::IF_RANGE), etag) {
+        parse_range(text(header::RANGE), size)
+    } else {
+        RangeAsk::Full
+    };
+    match ask {
+        RangeAsk::Full => Plan {
+            status: 200,
+            bytes: Some((0, size)),
+            content_range: None,
+            content_length: size,
+        },
+        RangeAsk::Part { start, end } => Plan {
+            status: 206,
+            bytes: Some((start, end + 1)),
+            content_range: Some(format!("bytes {start}-{end}/{size}")),
+            content_length: end + 1 - start,
+        },
+        RangeAsk::Unsatisfiable => Plan {
+            status: 416,
+            bytes: None,
+            content_range: Some(format!("bytes */{size}")),
+            content_length: 0,
+        },
+    }
+}
+
+fn answer(
+    head: bool,
+    headers: &HeaderMap,
+    opened: Opened,
+    mut access: Access,
+) -> Response<ImageBody> {
+    let etag = format!("\"{}\"", opened.sha256);
+    let p = plan(headers, opened.size, &etag);
+    access.status = p.status;
+    access.range = p
+        .content_range
+        .as_ref()
+        .and(p.bytes)
+        .filter(|_| p.status == 206)
+        .map(|(s, e)| (s, e - 1));
+    let body = match p.bytes {
+        Some((start, end)) if !head => ImageBody::range(opened, start, end, access),
+        _ => ImageBody::empty(access),
+    };
+    let mut r = Response::new(body);
+    *r.status_mut() = StatusCode::from_u16(p.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let h = r.headers_mut();
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert(header::ETAG, v);
+    }
+    if p.status != 304 {
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from(p.content_length));
+    }
+    if let Some(v) = p.content_range.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        h.insert(header::CONTENT_RANGE, v);
+    }
+    r
+}
+
+fn bare(status: StatusCode, mut access: Access) -> Response<ImageBody> {
+    access.status = status.as_u16();
+    let mut r = Response::new(ImageBody::empty(access));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(0u64));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deliver::serve::source::Source;
+    use crate::util::secret::Secret;
+
+    fn image(token: &str, file: &str) -> Image {
+        Image {
+            name: file.into(),
+            source: Source::File("/x".into()),
+            token: Secret::new(token),
+            file_name: file.into(),
+        }
+    }
+
+    #[test]
+    fn only_the_exact_token_and_file_name_route() {
+        let images = [image("aaaa", "a.iso"), image("bbbb", "b.iso")];
+        let cases = [
+            ("/aaaa/a.iso", Some(0)),
+            ("/bbbb/b.iso", Some(1)),
+            ("/aaaa/b.iso", None),
+            ("/aaab/a.iso", None),
+            ("/aaa/a.iso", None),
+            ("/a.iso", None),
+            ("/", None),
+            ("/aaaa/a.iso/", None),
+            ("/aaaa/", None),
+        ];
+        for (path, want) in cases {
+            assert_eq!(route(&images, path), want, "{path}");
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn conditionals_and_ranges_pick_the_status() {
+        let e = "\"e1\"";
+        let cases = [
+            (vec![], 200, Some((0, 100))),
+            (vec![("range", "bytes=10-19")], 206, Some((10, 20))),
+            (vec![("range", "bytes=100-")], 416, None),
+            (vec![("if-none-match", "\"e1\"")], 304, None),
+            (
+                vec![("if-none-match", "\"e0\""), ("range", "bytes=0-0")],
+                206,
+                Some((0, 1)),
+            ),
+            (
+                vec![("if-range", "\"e1\""), ("range", "bytes=90-")],
+                206,
+                Some((90, 100)),
+            ),
+            (
+                vec![("if-range", "\"old\""), ("range", "bytes=90-")],
+                200,
+                Some((0, 100)),
+            ),
+        ];
+        for (h, status, bytes) in cases {
+            let p = plan(&headers(&h), 100, e);
+            assert_eq!((p.status, p.bytes), (status, bytes), "{h:?}");
+        }
+        let p = plan(&headers(&[("range", "bytes=-10")]), 100, e);
+        assert_eq!(
+            (p.content_range.as_deref(), p.content_length),
+            (Some("bytes 90-99/100"), 10)
+        );
+        let p = plan(&headers(&[("range", "bytes=200-")]), 100, e);
+        assert_eq!(p.content_range.as_deref(), Some("bytes */100"));
+    }
+}

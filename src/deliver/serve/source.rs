@@ -1,0 +1,206 @@
+//! Where a request's bytes come from, fixed when the request starts: the descriptor opened then is
+//! read to the end, so a rebuild that renames a new file into place cannot mix versions into one
+//! answer. The sha256 (the ETag) is computed once per file version (device, inode, size, mtime)
+//! and cached; concurrent first requests wait for one hash rather than each computing it.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::install_image::variant::{Recipe, hash_base_and_patched, load_recipe};
+use crate::util::file_version::FileVersion;
+
+/// An image's bytes: a file, or a base ISO with patches (`create image --patch-only`).
+#[derive(Debug, Clone)]
+pub enum Source {
+    File(PathBuf),
+    /// The path of the patch file.
+    Variant(PathBuf),
+}
+
+impl Source {
+    pub fn path(&self) -> &Path {
+        match self {
+            Source::File(p) | Source::Variant(p) => p,
+        }
+    }
+}
+
+/// An image opened for one request.
+pub struct Opened {
+    pub file: File,
+    /// The version of `file` when opened; the body stops if it changes underneath.
+    pub version: FileVersion,
+    /// The patches laid over `file`'s bytes, for a variant.
+    pub recipe: Option<Arc<Recipe>>,
+    pub size: u64,
+    pub sha256: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{0} does not exist (any more)")]
+    Missing(String),
+    /// The base ISO of a variant is not the one its patch was made for.
+    #[error("{0}")]
+    Stale(String),
+    #[error("{path}: {err}")]
+    Io { path: String, err: io::Error },
+}
+
+type Slot<T> = Arc<Mutex<Option<T>>>;
+
+/// Hashes and parsed patch files, by file version; only the latest version of a path is kept.
+#[derive(Default)]
+pub struct Cache {
+    hashes: Mutex<HashMap<PathBuf, (FileVersion, Slot<String>)>>,
+    recipes: Mutex<HashMap<PathBuf, (FileVersion, Arc<Recipe>)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section is a lookup or one insert: a panic cannot leave a half-made entry.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Cache {
+    /// The sha256 of `file` (which is `path` at `version`), computed at most once per version.
+    pub fn sha256(&self, path: &Path, file: &File, version: FileVersion) -> io::Result<String> {
+        let slot = {
+            let mut map = lock(&self.hashes);
+            match map.get(path) {
+                Some((v, slot)) if *v == version => slot.clone(),
+                _ => {
+                    let slot: Slot<String> = Arc::default();
+                    map.insert(path.to_path_buf(), (version, slot.clone()));
+                    slot
+                }
+            }
+        };
+        let mut done = lock(&slot);
+        if let Some(h) = done.as_ref() {
+            return Ok(h.clone());
+        }
+        let (h, _) = hash_base_and_patched(file, &[], version.size)?;
+        *done = Some(h.clone());
+        Ok(h)
+    }
+
+    fn recipe(&self, path: &Path, version: FileVersion) -> Result<Arc<Recipe>, OpenError> {
+        if let Some((_, r)) = lock(&self.recipes).get(path).filter(|(v, _)| *v == version) {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(load_recipe(path).map_err(|e| OpenError::Stale(format!("{e:#}")))?);
+        lock(&self.recipes).insert(path.to_path_buf(), (version, r.clone()));
+        Ok(r)
+    }
+}
+
+/// Opens `source` for one request (blocking: it may hash a new version).
+pub fn open(source: &Source, cache: &Cache) -> Result<Opened, OpenError> {
+    match source {
+        Source::File(path) => {
+            let (file, version) = open_file(path)?;
+            let sha256 = cache
+                .sha256(path, &file, version)
+                .map_err(|err| io_err(path, err))?;
+            Ok(Opened {
+                file,
+                version,
+                recipe: None,
+                size: version.size,
+                sha256,
+            })
+        }
+        Source::Variant(path) => open_variant(path, cache),
+    }
+}
+
+fn open_variant(path: &Path, cache: &Cache) -> Result<Opened, OpenError> {
+    let (_, recipe_version) = open_file(path)?;
+    let recipe = cache.recipe(path, recipe_version)?;
+    let base_path = &recipe.base.path;
+    let (file, version) = open_file(base_path).map_err(|e| match e {
+        OpenError::Missing(p) => {
+            OpenError::Stale(format!("the base ISO {p} is gone; run create image again"))
+        }
+        e => e,
+    })?;
+    if !version.same_content_stamp(&recipe.base.version) {
+        // Touched or copied: the same bytes are fine, other bytes are not.
+        let sha = cache
+            .sha256(base_path, &file, version)
+            .map_err(|err| io_err(base_path, err))?;
+        if sha != recipe.base.sha256 {
+            return Err(OpenError::Stale(format!(
+                "the base ISO {} changed since its patch {} was made; run create image --patch-only again",
+                base_path.display(),
+                path.display()
+            )));
+        }
+    }
+    Ok(Opened {
+        file,
+        version,
+        size: recipe.size,
+        sha256: recipe.sha256.clone(),
+        recipe: Some(recipe),
+    })
+}
+
+fn open_file(path: &Path) -> Result<(File, FileVersion), OpenError> {
+    let file = File::open(path).map_err(|err| match err.kind() {
+        io::ErrorKind::NotFound => OpenError::Missing(path.display().to_string()),
+        _ => io_err(path, err),
+    })?;
+    let meta = file.metadata().map_err(|err| io_err(path, err))?;
+    if !meta.is_file() {
+        return Err(OpenError::Missing(path.display().to_string()));
+    }
+    Ok((file, FileVersion::of(&meta)))
+}
+
+fn io_err(path: &Path, err: io::Error) -> OpenError {
+    OpenError::Io {
+        path: path.display().to_string(),
+        err,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_renamed_rebuild_gets_a_new_hash_and_the_old_descriptor_keeps_its_bytes() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("a.iso");
+        std::fs::write(&p, b"first").unwrap();
+        let cache = Cache::default();
+        let one = open(&Source::File(p.clone()), &cache).unwrap();
+        let tmp = d.path().join("a.iso.tmp");
+        std::fs::write(&tmp, b"second!").unwrap();
+        std::fs::rename(&tmp, &p).unwrap();
+        let two = open(&Source::File(p.clone()), &cache).unwrap();
+        assert_ne!(one.sha256, two.sha256);
+        assert_eq!((one.size, two.size), (5, 7));
+        let mut buf = [0u8; 5];
+        std::os::unix::fs::FileExt::read_exact_at(&one.file, &mut buf, 0).unwrap();
+        assert_eq!(&buf, b"first");
+        // sha256("first")
+        assert_eq!(
+            one.sha256,
+            "a7937b64b8caa58f03721bb6bacf5c78cb235febe0e70b1b84cd99541461a08e"
+        );
+    }
+
+    #[test]
+    fn a_missing_file_is_missing() {
+        let d = tempfile::tempdir().unwrap();
+        let err = open(&Source::File(d.path().join("no.iso")), &Cache::default())
+            .err()
+            .unwrap();
+        assert!(matches!(err, OpenError::Missing(_)), "{err}");
+    }
+}

@@ -1,0 +1,199 @@
+//! What a Redfish call can fail with. Callers branch on the kind (a slot that refuses an action is
+//! skipped, a 409 on power-on is retried), and every message names the BMC and the call, so a user
+//! with forty BMCs knows which one said what.
+
+use serde_json::Value;
+
+/// The most characters of a BMC's own error text kept in a message: some answer with HTML pages.
+const MAX_DETAIL: usize = 300;
+
+/// A failed Redfish call. `bmc` is `scheme://host:port` (never credentials), `call` is
+/// `METHOD /path`.
+#[derive(Debug, thiserror::Error)]
+pub enum RedfishError {
+    #[error(
+        "BMC {bmc}: {call}: authentication refused (HTTP {status}): check the user and password"
+    )]
+    Unauthorized {
+        bmc: String,
+        call: String,
+        status: u16,
+    },
+    #[error("BMC {bmc}: {call}: not found (HTTP 404){}", detail_suffix(.message))]
+    NotFound {
+        bmc: String,
+        call: String,
+        message: String,
+    },
+    #[error("BMC {bmc}: {call}: HTTP {status}{}", detail_suffix(.message))]
+    Status {
+        bmc: String,
+        call: String,
+        status: u16,
+        /// The BMC's message ids (`Base.1.8.ActionParameterMissing`), for callers that branch on them.
+        message_ids: Vec<String>,
+        message: String,
+    },
+    #[error("BMC {bmc}: {call}: no answer within {seconds} s")]
+    Timeout {
+        bmc: String,
+        call: String,
+        seconds: u64,
+    },
+    #[error("BMC {bmc}: {call}: the BMC's TLS certificate is not trusted: {detail}")]
+    Tls {
+        bmc: String,
+        call: String,
+        detail: String,
+    },
+    #[error("BMC {bmc}: {call}: connection failed: {detail}")]
+    Connection {
+        bmc: String,
+        call: String,
+        detail: String,
+    },
+    #[error("BMC {bmc}: {call}: unexpected answer: {detail}")]
+    Protocol {
+        bmc: String,
+        call: String,
+        detail: String,
+    },
+    #[error("BMC {bmc}: task {task} ended {state}{}", detail_suffix(.message))]
+    TaskFailed {
+        bmc: String,
+        task: String,
+        state: String,
+        message: String,
+    },
+}
+
+fn detail_suffix(message: &str) -> String {
+    if message.is_empty() {
+        String::new()
+    } else {
+        format!(": {message}")
+    }
+}
+
+impl RedfishError {
+    /// The HTTP status of an answered call, if it was one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Unauthorized { status, .. } | Self::Status { status, .. } => Some(*status),
+            Self::NotFound { .. } => Some(404),
+            _ => None,
+        }
+    }
+
+    /// Whether the BMC named `id` (a registry-qualified message id, matched on its last part,
+    /// e.g. `ActionParameterMissing`) or said `text` in its message.
+    pub fn mentions(&self, id_or_text: &str) -> bool {
+        match self {
+            Self::Status {
+                message_ids,
+                message,
+                ..
+            } => {
+                message_ids
+                    .iter()
+                    .any(|m| m.rsplit('.').next() == Some(id_or_text))
+                    || message.contains(id_or_text)
+            }
+            Self::NotFound { message, .. } => message.contains(id_or_text),
+            _ => false,
+        }
+    }
+}
+
+/// The message ids and the readable text of a Redfish error body (`{"error": {"message",
+/// "@Message.ExtendedInfo": [{"MessageId", "Message"}]}}`), else the body's start as text.
+pub fn error_details(body: &[u8]) -> (Vec<String>, String) {
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        let text = String::from_utf8_lossy(body);
+        return (Vec::new(), truncate(text.trim()));
+    };
+    let err = v.get("error").unwrap_or(&v);
+    let infos = err
+        .get("@Message.ExtendedInfo")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let ids = infos
+        .iter()
+        .filter_map(|i| i.get("MessageId").and_then(Value::as_str))
+        .map(str::to_string)
+        .collect();
+    let mut texts: Vec<&str> = infos
+        .iter()
+        .filter_map(|i| i.get("Message").and_then(Value::as_str))
+        .collect();
+    if texts.is_empty() {
+        texts.extend(err.get("message").and_then(Value::as_str));
+    }
+    (ids, truncate(&texts.join("; ")))
+}
+
+fn truncate(text: &str) -> String {
+    match text.char_indices().nth(MAX_DETAIL) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_yield_ids_and_text() {
+        let cases: [(&[u8], &[&str], &str); 4] = [
+            (
+                br#"{"error":{"code":"Base.1.0.GeneralError","message":"Cannot download","@Message.ExtendedInfo":[{"MessageId":"Base.1.0.GeneralError"}]}}"#,
+                &["Base.1.0.GeneralError"],
+                "Cannot download",
+            ),
+            (
+                br#"{"error":{"@Message.ExtendedInfo":[{"MessageId":"Base.1.8.ActionParameterMissing","Message":"TransferProtocolType missing"},{"Message":"again"}]}}"#,
+                &["Base.1.8.ActionParameterMissing"],
+                "TransferProtocolType missing; again",
+            ),
+            (b"  plain text\n", &[], "plain text"),
+            (b"", &[], ""),
+        ];
+        for (body, ids, text) in cases {
+            let (got_ids, got_text) = error_details(body);
+            assert_eq!(got_ids, ids);
+            assert_eq!(got_text, text);
+        }
+    }
+
+    #[test]
+    fn long_bodies_are_cut() {
+        let body = "x".repeat(1000);
+        let (_, text) = error_details(body.as_bytes());
+        assert_eq!(text.chars().count(), MAX_DETAIL + 1);
+    }
+
+    #[test]
+    fn messages_name_the_bmc_and_the_call() {
+        let e = RedfishError::Status {
+            bmc: "https://10.0.0.9".into(),
+            call: "POST /redfish/v1/x".into(),
+            status: 400,
+            message_ids: vec!["Base.1.8.ActionParameterMissing".into()],
+            message: "missing".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "BMC https://10.0.0.9: POST /redfish/v1/x: HTTP 400: missing"
+        );
+        assert!(e.mentions("ActionParameterMissing"));
+        assert!(!e.mentions("PropertyMissing"));
+        let e = RedfishError::Unauthorized {
+            bmc: "https://b".into(),
+            call: "GET /redfish/v1/Systems".into(),
+            status: 401,
+        };
+        assert!(e.to_string().contains("authentication refused (HTTP 401)"));
+    }
+}

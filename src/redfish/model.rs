@@ -1,0 +1,167 @@
+//! The few Redfish resources ibi reads, decoded leniently: BMCs omit optional properties freely,
+//! so everything but the links that make a resource what it is is an `Option`.
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// A navigation property: `{"@odata.id": "/redfish/v1/…"}`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct Link {
+    #[serde(rename = "@odata.id")]
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Collection {
+    #[serde(default)]
+    pub members: Vec<Link>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ServiceRoot {
+    pub systems: Option<Link>,
+}
+
+/// An action's target and, where the BMC lists them, the values it accepts.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Action {
+    pub target: String,
+    #[serde(rename = "ResetType@Redfish.AllowableValues", default)]
+    pub reset_types: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SystemActions {
+    #[serde(rename = "#ComputerSystem.Reset")]
+    pub reset: Option<Action>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct SystemLinks {
+    #[serde(default)]
+    pub managed_by: Vec<Link>,
+}
+
+/// `ComputerSystem.Boot`: the one-time or persistent override and, where listed, the targets the
+/// BMC accepts.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Boot {
+    pub boot_source_override_enabled: Option<String>,
+    pub boot_source_override_target: Option<String>,
+    pub boot_source_override_mode: Option<String>,
+    #[serde(rename = "BootSourceOverrideTarget@Redfish.AllowableValues")]
+    pub allowed_targets: Option<Vec<String>>,
+}
+
+/// `@Redfish.Settings`: where a BMC that keeps properties read-only wants them written (iDRAC10).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Settings {
+    pub settings_object: Option<Link>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct ComputerSystem {
+    #[serde(rename = "@odata.id")]
+    pub odata_id: String,
+    #[serde(default)]
+    pub id: String,
+    pub power_state: Option<String>,
+    pub boot: Option<Boot>,
+    pub virtual_media: Option<Link>,
+    #[serde(default)]
+    pub links: SystemLinks,
+    #[serde(default)]
+    pub actions: SystemActions,
+    #[serde(rename = "@Redfish.Settings")]
+    pub settings: Option<Settings>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct MediaActions {
+    #[serde(rename = "#VirtualMedia.InsertMedia")]
+    pub insert: Option<Action>,
+    #[serde(rename = "#VirtualMedia.EjectMedia")]
+    pub eject: Option<Action>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct VirtualMedia {
+    #[serde(rename = "@odata.id")]
+    pub odata_id: String,
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub media_types: Vec<String>,
+    pub image: Option<String>,
+    pub inserted: Option<bool>,
+    #[serde(default)]
+    pub actions: MediaActions,
+    pub certificates: Option<Link>,
+    pub verify_certificate: Option<bool>,
+}
+
+/// Decodes a resource, naming what was expected when it does not fit.
+pub fn decode<T: DeserializeOwned>(body: &Value, what: &str) -> Result<T, String> {
+    serde_json::from_value(body.clone()).map_err(|e| format!("not a {what}: {e}"))
+}
+
+/// Whether a resource is a ComputerSystem, by type or, for BMCs that omit `@odata.type`, by the
+/// properties only a system has.
+pub fn is_system(body: &Value) -> bool {
+    match body.get("@odata.type").and_then(Value::as_str) {
+        Some(t) => t.contains("ComputerSystem."),
+        None => body.get("PowerState").is_some() && body.get("Boot").is_some(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_minimal_system_decodes() {
+        let v = json!({"@odata.id": "/redfish/v1/Systems/1", "PowerState": "On"});
+        let s: ComputerSystem = decode(&v, "ComputerSystem").unwrap();
+        assert_eq!(s.power_state.as_deref(), Some("On"));
+        assert!(s.virtual_media.is_none() && s.links.managed_by.is_empty());
+    }
+
+    #[test]
+    fn virtual_media_reads_actions_and_types() {
+        let v = json!({
+            "@odata.id": "/redfish/v1/Managers/1/VirtualMedia/CD1",
+            "Id": "CD1", "MediaTypes": ["CD", "DVD"], "Inserted": false,
+            "Actions": {"#VirtualMedia.InsertMedia": {"target": "/x/InsertMedia"}}
+        });
+        let m: VirtualMedia = decode(&v, "VirtualMedia").unwrap();
+        assert_eq!(m.media_types, ["CD", "DVD"]);
+        assert!(m.actions.insert.is_some() && m.actions.eject.is_none());
+    }
+
+    #[test]
+    fn systems_are_recognised_with_or_without_a_type() {
+        assert!(is_system(
+            &json!({"@odata.type": "#ComputerSystem.v1_10_0.ComputerSystem"})
+        ));
+        assert!(is_system(&json!({"PowerState": "Off", "Boot": {}})));
+        assert!(!is_system(
+            &json!({"@odata.type": "#ComputerSystemCollection.ComputerSystemCollection"})
+        ));
+        assert!(!is_system(&json!({"Members": []})));
+    }
+
+    #[test]
+    fn a_wrong_resource_is_named() {
+        let err = decode::<ComputerSystem>(&json!({"Id": 1}), "ComputerSystem").unwrap_err();
+        assert!(err.starts_with("not a ComputerSystem"), "{err}");
+    }
+}

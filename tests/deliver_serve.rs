@@ -1,0 +1,545 @@
+//! `ibi serve` checked with a real client (curl): ranges, HEAD, ETag and conditionals, wrong
+//! tokens, TLS by default, a rebuild during a download, sixteen concurrent downloads with memory
+//! flat, a clean stop, and the variant ISO streamed from a patch byte for byte as `create image`
+//! writes it.
+
+mod common;
+mod common_deliver;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::{mode, tool};
+use common_deliver::*;
+
+const ISO: &str = "rhcos-ibi.iso";
+
+struct Got {
+    status: u16,
+    headers: String,
+    body: Vec<u8>,
+}
+
+/// One curl request trusting the serve certificate under `dir`.
+fn fetch(dir: &Path, url: &str, extra: &[&str]) -> Got {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (h, b) = (tmp.path().join("h"), tmp.path().join("b"));
+    let cacert = dir.join(".ibi/serve-tls.crt");
+    let mut args = vec![
+        "--cacert",
+        cacert.to_str().expect("utf-8"),
+        "-D",
+        h.to_str().expect("utf-8"),
+        "-o",
+        b.to_str().expect("utf-8"),
+        "-w",
+        "%{http_code}",
+    ];
+    args.extend_from_slice(extra);
+    args.push(url);
+    let (_, out) = curl(&args);
+    Got {
+        status: String::from_utf8_lossy(&out).trim().parse().unwrap_or(0),
+        headers: std::fs::read_to_string(&h)
+            .unwrap_or_default()
+            .to_ascii_lowercase(),
+        body: std::fs::read(&b).unwrap_or_default(),
+    }
+}
+
+fn header<'a>(g: &'a Got, name: &str) -> Option<&'a str> {
+    g.headers
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .map(str::trim)
+}
+
+fn one_image(len: usize) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    write_random(&d.path().join(ISO), len, 7);
+    d
+}
+
+#[test]
+fn serve_answers_ranges_head_and_entity_tags_to_curl() {
+    if !tool("curl", "serve_answers_ranges_head_and_entity_tags_to_curl") {
+        return;
+    }
+    let d = one_image(1_000_000);
+    let data = std::fs::read(d.path().join(ISO)).expect("read");
+    let sha = sha256(&data);
+    let s = Served::start(d.path(), &[]);
+    let url = s.url(ISO);
+    let etag = format!("\"{sha}\"");
+
+    let full = fetch(d.path(), &url, &[]);
+    assert_eq!((full.status, sha256(&full.body)), (200, sha.clone()));
+    assert_eq!(header(&full, "etag"), Some(etag.as_str()));
+    assert_eq!(header(&full, "accept-ranges"), Some("bytes"));
+
+    let head = fetch(d.path(), &url, &["-I"]);
+    assert_eq!(
+        (head.status, header(&head, "content-length")),
+        (200, Some("1000000"))
+    );
+
+    type Case<'a> = (&'a str, u16, Option<(usize, usize)>, Option<&'a str>);
+    let cases: [Case; 5] = [
+        (
+            "bytes=0-99",
+            206,
+            Some((0, 100)),
+            Some("bytes 0-99/1000000"),
+        ),
+        (
+            "bytes=999900-",
+            206,
+            Some((999_900, 1_000_000)),
+            Some("bytes 999900-999999/1000000"),
+        ),
+        (
+            "bytes=-10",
+            206,
+            Some((999_990, 1_000_000)),
+            Some("bytes 999990-999999/1000000"),
+        ),
+        (
+            "bytes=123456-654321",
+            206,
+            Some((123_456, 654_322)),
+            Some("bytes 123456-654321/1000000"),
+        ),
+        ("bytes=1000000-", 416, None, Some("bytes */1000000")),
+    ];
+    for (range, status, bytes, content_range) in cases {
+        let g = fetch(d.path(), &url, &["-H", &format!("Range: {range}")]);
+        assert_eq!(g.status, status, "{range}");
+        assert_eq!(header(&g, "content-range"), content_range, "{range}");
+        if let Some((a, b)) = bytes {
+            assert_eq!(g.body, data[a..b], "{range}");
+            assert_eq!(
+                header(&g, "content-length"),
+                Some((b - a).to_string().as_str())
+            );
+        }
+    }
+
+    let g = fetch(d.path(), &url, &["-H", &format!("If-None-Match: {etag}")]);
+    assert_eq!((g.status, g.body.len()), (304, 0));
+    let g = fetch(d.path(), &url, &["-H", "If-None-Match: \"other\""]);
+    assert_eq!(g.status, 200);
+    let g = fetch(
+        d.path(),
+        &url,
+        &[
+            "-H",
+            &format!("If-Range: {etag}"),
+            "-H",
+            "Range: bytes=10-19",
+        ],
+    );
+    assert_eq!((g.status, g.body.as_slice()), (206, &data[10..20]));
+    let g = fetch(
+        d.path(),
+        &url,
+        &["-H", "If-Range: \"stale\"", "-H", "Range: bytes=10-19"],
+    );
+    assert_eq!((g.status, g.body.len()), (200, data.len()));
+    assert!(
+        s.stderr()
+            .contains("HEAD rhcos-ibi.iso 200 range=- bytes=0 "),
+        "{}",
+        s.stderr()
+    );
+}
+
+#[test]
+fn serve_answers_only_token_urls_and_never_logs_a_token() {
+    if !tool(
+        "curl",
+        "serve_answers_only_token_urls_and_never_logs_a_token",
+    ) {
+        return;
+    }
+    let d = one_image(4096);
+    std::fs::create_dir_all(d.path().join("sites/a17")).expect("mkdir");
+    write_random(&d.path().join("sites/a17/imagebasedconfig.iso"), 2048, 3);
+    let s = Served::start(d.path(), &[]);
+    let url = s.url(ISO);
+    let site = s.url("sites/a17/imagebasedconfig.iso");
+    let token = url.split('/').nth(3).expect("token").to_string();
+    assert!(
+        token.len() >= 32 && token.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{token}"
+    );
+    assert_ne!(
+        site.split('/').nth(3),
+        Some(token.as_str()),
+        "two images share a token"
+    );
+    assert_eq!(fetch(d.path(), &site, &[]).status, 200);
+
+    let base = url.rsplit_once(&token).expect("url").0.to_string();
+    let wrong = format!("{base}{}", "f".repeat(token.len()));
+    let probes = [
+        format!("{wrong}/{ISO}"),
+        base.clone(),
+        format!("{base}{ISO}"),
+        format!("{base}{token}/"),
+        format!("{base}{token}/imagebasedconfig.iso"),
+        format!("{base}{token}/../.ibi/serve-tls.key"),
+        format!("{base}.ibi/served.json"),
+        format!("{base}{}/{ISO}", &token[..token.len() - 1]),
+    ];
+    for p in &probes {
+        assert_eq!(fetch(d.path(), p, &["--path-as-is"]).status, 404, "{p}");
+    }
+    let post = fetch(d.path(), &url, &["-X", "POST"]);
+    assert_eq!(
+        (post.status, header(&post, "allow")),
+        (405, Some("get, head"))
+    );
+    let log = s.stderr();
+    assert_eq!(
+        log.matches(" 404 ").count(),
+        probes.len(),
+        "one access line per request: {log}"
+    );
+    assert!(
+        !log.contains(&token) && !log.contains(&"f".repeat(32)),
+        "a token in the log: {log}"
+    );
+    let served = d.path().join(".ibi/served.json");
+    assert_eq!(
+        (
+            mode(&served),
+            mode(&d.path().join(".ibi/serve-tokens.json"))
+        ),
+        (0o600, 0o600)
+    );
+    let entry = s.entry(ISO);
+    assert_eq!(entry["size"], 4096);
+    assert_eq!(entry["sha256"], sha256_file(&d.path().join(ISO)));
+    assert_eq!(entry["file"], d.path().join(ISO).display().to_string());
+}
+
+#[test]
+fn serve_keeps_each_download_to_one_version_across_a_rebuild() {
+    if !tool(
+        "curl",
+        "serve_keeps_each_download_to_one_version_across_a_rebuild",
+    ) {
+        return;
+    }
+    let len = 48 << 20;
+    let d = one_image(len);
+    let path = d.path().join(ISO);
+    let old_sha = sha256_file(&path);
+    let s = Served::start(d.path(), &[]);
+    let url = s.url(ISO);
+    let out = d.path().join("during.iso");
+    let cacert = d.path().join(".ibi/serve-tls.crt");
+    let slow = |dest: &Path| {
+        Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "120",
+                "--limit-rate",
+                "12M",
+                "--cacert",
+                cacert.to_str().expect("utf-8"),
+                "-o",
+                dest.to_str().expect("utf-8"),
+                &url,
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("curl")
+    };
+
+    // A rebuild renamed into place while a download runs: the download finishes on the old bytes.
+    let mut during = slow(&out);
+    wait_for_bytes(&out, 4 << 20);
+    replace_atomically(&path, len, 99);
+    assert!(during.wait().expect("curl").success());
+    assert_eq!(sha256_file(&out), old_sha, "a download mixed two versions");
+    let after = fetch(d.path(), &url, &[]);
+    let new_sha = sha256_file(&path);
+    assert_eq!((after.status, sha256(&after.body)), (200, new_sha.clone()));
+    assert_eq!(
+        header(&after, "etag"),
+        Some(format!("\"{new_sha}\"").as_str())
+    );
+    assert_eq!(
+        s.entry(ISO)["sha256"],
+        new_sha,
+        "served.json still has the old hash"
+    );
+
+    // A writer in place (not renamed): the download stops short rather than mix.
+    let before = std::fs::read(&path).expect("read");
+    let out = d.path().join("during-in-place.iso");
+    let mut during = slow(&out);
+    wait_for_bytes(&out, 4 << 20);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open");
+    std::os::unix::fs::FileExt::write_all_at(&f, &vec![0xEE; 1 << 20], (len - (1 << 20)) as u64)
+        .expect("write");
+    let status = during.wait().expect("curl");
+    let got = std::fs::read(&out).expect("read");
+    assert!(
+        !status.success(),
+        "curl got a whole answer although the file changed"
+    );
+    assert!(
+        got.len() < len && got[..] == before[..got.len()],
+        "the partial answer is not a prefix of the old version"
+    );
+    assert!(
+        s.stderr()
+            .contains("aborted: the image was rewritten in place"),
+        "{}",
+        s.stderr()
+    );
+}
+
+fn wait_for_bytes(p: &Path, n: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::metadata(p).map_or(0, |m| m.len()) < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the download did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn serve_sixteen_concurrent_downloads_with_memory_flat() {
+    if !tool(
+        "curl",
+        "serve_sixteen_concurrent_downloads_with_memory_flat",
+    ) {
+        return;
+    }
+    let len = 128 << 20;
+    let d = one_image(len);
+    let sha = sha256_file(&d.path().join(ISO));
+    let s = Served::start(d.path(), &[]);
+    let url = s.url(ISO);
+    let cacert = d.path().join(".ibi/serve-tls.crt");
+    let download = |i: usize| -> (std::process::Child, PathBuf) {
+        let dest = d.path().join(format!("dl-{i}"));
+        let child = Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "300",
+                "--cacert",
+                cacert.to_str().expect("utf-8"),
+                "-o",
+                dest.to_str().expect("utf-8"),
+                &url,
+            ])
+            .spawn()
+            .expect("curl");
+        (child, dest)
+    };
+    let (mut one, dest) = download(0);
+    assert!(one.wait().expect("curl").success());
+    assert_eq!(sha256_file(&dest), sha);
+    let after_one = peak_rss_kib(s.pid());
+    let many: Vec<_> = (1..=16).map(download).collect();
+    for (mut c, dest) in many {
+        assert!(c.wait().expect("curl").success());
+        assert_eq!(sha256_file(&dest), sha);
+        std::fs::remove_file(dest).expect("rm");
+    }
+    let after_many = peak_rss_kib(s.pid());
+    // 16 × 128 MiB went out; memory may grow by buffers per client, not by the file.
+    assert!(
+        after_many < 64 * 1024,
+        "peak RSS {after_many} KiB serving a 128 MiB file"
+    );
+    assert!(
+        after_many - after_one < 16 * 1024,
+        "peak RSS went from {after_one} to {after_many} KiB with 16 clients"
+    );
+    assert_eq!(s.stderr().matches("GET rhcos-ibi.iso 200").count(), 17);
+}
+
+#[test]
+fn serve_speaks_tls_by_default_keeps_its_certificate_and_tokens_and_stops_cleanly() {
+    if !tool(
+        "curl",
+        "serve_speaks_tls_by_default_keeps_its_certificate_and_tokens_and_stops_cleanly",
+    ) || !tool(
+        "openssl",
+        "serve_speaks_tls_by_default_keeps_its_certificate_and_tokens_and_stops_cleanly",
+    ) {
+        return;
+    }
+    let d = one_image(10_000);
+    let mut s = Served::start(d.path(), &[]);
+    let url = s.url(ISO);
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let (code, _) = curl(&["-o", "/dev/null", &url]);
+    assert_eq!(code, 60, "an untrusted certificate must fail curl's check");
+    assert_eq!(fetch(d.path(), &url, &[]).status, 200);
+    let cert = d.path().join(".ibi/serve-tls.crt");
+    let san = common::run_tool(
+        "openssl",
+        &[
+            "x509",
+            "-in",
+            cert.to_str().expect("utf-8"),
+            "-noout",
+            "-ext",
+            "subjectAltName",
+        ],
+    );
+    assert!(san.contains("IP Address:127.0.0.1"), "{san}");
+    assert!(s.stdout.contains("TLS certificate (new)"), "{}", s.stdout);
+    assert_eq!(mode(&d.path().join(".ibi/serve-tls.key")), 0o600);
+    let first_cert = std::fs::read(&cert).expect("cert");
+    let status = s.stop().expect("status");
+    assert!(
+        status.success(),
+        "SIGTERM must stop cleanly: {status:?} {}",
+        s.stderr()
+    );
+    assert!(s.stderr().contains("ibi serve: stopped"));
+
+    let s = Served::start(d.path(), &[]);
+    assert!(s.stdout.contains("TLS certificate (kept)"), "{}", s.stdout);
+    assert_eq!(std::fs::read(&cert).expect("cert"), first_cert);
+    let again = s.url(ISO);
+    assert_eq!(
+        again.split('/').nth(3),
+        url.split('/').nth(3),
+        "the token changed across a restart"
+    );
+    drop(s);
+
+    let s = Served::start(d.path(), &["--rotate-tokens", "--plain-http"]);
+    let rotated = s.url(ISO);
+    assert!(rotated.starts_with("http://127.0.0.1:"), "{rotated}");
+    assert_ne!(rotated.split('/').nth(3), url.split('/').nth(3));
+    let (code, body) = curl(&["-o", "-", "-w", "%{http_code}", &rotated]);
+    assert_eq!(code, 0);
+    assert!(body.ends_with(b"200"));
+    let old_token_here = format!(
+        "{}{}",
+        rotated
+            .rsplit_once(rotated.split('/').nth(3).expect("token"))
+            .expect("url")
+            .0,
+        url.split('/').skip(3).collect::<Vec<_>>().join("/")
+    );
+    let (_, body) = curl(&["-o", "/dev/null", "-w", "%{http_code}", &old_token_here]);
+    assert_eq!(body, b"404");
+}
+
+#[test]
+fn serve_streams_a_variant_byte_identical_to_create_image() {
+    if !tool(
+        "curl",
+        "serve_streams_a_variant_byte_identical_to_create_image",
+    ) {
+        return;
+    }
+    let written = tempfile::tempdir().expect("tempdir");
+    let streamed = tempfile::tempdir().expect("tempdir");
+    for d in [written.path(), streamed.path()] {
+        example_install(d);
+    }
+    let base = streamed.path().join("base.iso");
+    std::fs::copy(synthetic_base(), &base).expect("copy the synthetic base");
+    let create = |dir: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "create",
+            "image",
+            "--dir",
+            dir.to_str().expect("utf-8"),
+            "--base-iso",
+            base.to_str().expect("utf-8"),
+        ];
+        args.extend_from_slice(extra);
+        let out = ibi_env(&args, &[]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    create(written.path(), &[]);
+    create(streamed.path(), &["--patch-only"]);
+    assert!(
+        !streamed.path().join(ISO).exists(),
+        "--patch-only wrote the ISO"
+    );
+    assert_eq!(
+        mode(&streamed.path().join(".ibi/rhcos-ibi.patch.json")),
+        0o600
+    );
+    let file = std::fs::read(written.path().join(ISO)).expect("create image's file");
+    let base_bytes = std::fs::read(&base).expect("base");
+    let first_diff = file
+        .iter()
+        .zip(&base_bytes)
+        .position(|(a, b)| a != b)
+        .expect("the ISO differs from its base");
+
+    let s = Served::start(streamed.path(), &[]);
+    let url = s.url(ISO);
+    assert_eq!(s.entry(ISO)["sha256"], sha256(&file));
+    let g = fetch(streamed.path(), &url, &[]);
+    assert_eq!(
+        (g.status, sha256(&g.body)),
+        (200, sha256(&file)),
+        "the stream differs from create image's file"
+    );
+    assert_eq!(
+        header(&g, "etag"),
+        Some(format!("\"{}\"", sha256(&file)).as_str())
+    );
+    let n = file.len();
+    for (a, b) in [
+        (0, 4095),
+        (first_diff - 10, first_diff + 10),
+        (first_diff, first_diff + 300_000),
+        (n - 1000, n - 1),
+    ] {
+        let b = b.min(n - 1);
+        let g = fetch(
+            streamed.path(),
+            &url,
+            &["-H", &format!("Range: bytes={a}-{b}")],
+        );
+        assert_eq!(g.status, 206, "{a}-{b}");
+        assert_eq!(
+            g.body,
+            file[a..=b],
+            "bytes {a}-{b} differ from create image's file"
+        );
+    }
+
+    // The same bytes under a new time are fine; other bytes in the base are refused.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&base)
+        .expect("open");
+    f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
+        .expect("touch");
+    assert_eq!(fetch(streamed.path(), &url, &["-I"]).status, 200);
+    std::os::unix::fs::FileExt::write_all_at(&f, b"X", 0).expect("write");
+    assert_eq!(fetch(streamed.path(), &url, &["-I"]).status, 503);
+    assert!(
+        s.stderr().contains("changed since its patch"),
+        "{}",
+        s.stderr()
+    );
+}
