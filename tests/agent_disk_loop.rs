@@ -10,9 +10,10 @@
 
 #![cfg(all(feature = "agent", target_os = "linux"))]
 
+mod common;
+
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::MetadataExt;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::path::Path;
 use std::process::Command;
@@ -38,43 +39,23 @@ start=264192, size=786432, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name=\"boo
 start=1050624, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name=\"root\"
 ";
 
-/// Why this machine cannot run the test, and whether that is acceptable under CI.
-fn missing_prerequisite() -> Option<(String, bool)> {
-    if fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) != 0 {
-        return Some(("not running as root".into(), true));
-    }
+/// False (after `SKIP`, or failing under CI) without root, loop devices or the tools.
+fn should_skip(test: &str) -> bool {
+    !(common::require_root(test)
+        && common::require_tools(test, &["losetup", "sfdisk", "sgdisk", "mkfs.xfs"])
+        && loop_devices(test))
+}
+
+fn loop_devices(test: &str) -> bool {
     let loop_ok = Command::new("losetup")
         .arg("-f")
         .output()
         .is_ok_and(|o| o.status.success());
-    if !Path::new("/dev/loop-control").exists() || !loop_ok {
-        return Some((
-            "no loop devices (/dev/loop-control, losetup -f)".into(),
-            false,
-        ));
+    if Path::new("/dev/loop-control").exists() && loop_ok {
+        return true;
     }
-    for tool in ["sfdisk", "sgdisk", "mkfs.xfs"] {
-        let found = Command::new(tool).arg("--version").output().is_ok();
-        if !found {
-            return Some((
-                format!("{tool} is not installed (apt: fdisk, gdisk, xfsprogs)"),
-                false,
-            ));
-        }
-    }
-    None
-}
-
-/// Prints why the test is skipped; fails instead under CI when the reason is not acceptable there.
-fn should_skip(test: &str) -> bool {
-    let Some((reason, ok_in_ci)) = missing_prerequisite() else {
-        return false;
-    };
-    if std::env::var_os("CI").is_some() && !ok_in_ci {
-        panic!("{test}: {reason} (required under CI)");
-    }
-    eprintln!("SKIP {test}: {reason}");
-    true
+    common::skip(test, "no loop devices (/dev/loop-control, losetup -f)");
+    false
 }
 
 fn run(program: &str, args: &[&str], stdin: Option<&str>) -> String {

@@ -5,6 +5,8 @@
 //! device tests print `SKIP <test>: <reason>`, except under `CI`, where that is a failure.
 #![cfg(feature = "agent")]
 
+mod common;
+
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -51,27 +53,14 @@ impl Drop for LoopDev {
     }
 }
 
-/// Prints why a device test does not run; under CI a missing prerequisite fails the test.
-fn skip(test: &str, reason: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test}: {reason} (required under CI)"
-    );
-    println!("SKIP {test}: {reason}");
-}
-
 fn attach_or_skip(test: &str, image: &Path) -> Option<LoopDev> {
-    let euid = fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(u32::MAX);
-    if euid != 0 {
-        skip(test, "needs root for loop devices");
+    if !common::require_root(test) {
         return None;
     }
     match LoopDev::attach(image) {
         Ok(l) => Some(l),
         Err(e) => {
-            skip(test, &format!("no loop device: {e}"));
+            common::skip(test, &format!("no loop device: {e}"));
             None
         }
     }
@@ -142,7 +131,7 @@ fn entries(dir: &Path) -> Vec<String> {
 fn ext4_loop_device_is_mounted_read_only_and_copied_needs_root() {
     let test = "ext4_loop_device_is_mounted_read_only_and_copied_needs_root";
     if Command::new("mkfs.ext4").arg("-V").output().is_err() {
-        return skip(test, "mkfs.ext4 not installed");
+        return common::skip(test, "mkfs.ext4 not installed");
     }
     let work = tempfile::tempdir().unwrap();
     let src = work.path().join("src");

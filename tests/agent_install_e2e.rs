@@ -7,18 +7,17 @@
 //! they are and its `/boot` frozen (as libostree leaves it when killed mid bootloader swap); the second
 //! run must thaw and take them over, find the state on the disk (the live system's copy was
 //! moved there), skip the finished steps — the disk is written once — and finish; a third run does
-//! nothing. Then the disk is checked with tools other than ibi (`common_agent::check_target`).
+//! nothing. Then the disk is checked with tools other than ibi (`common::agent::check_target`).
 //!
 //! Stand-in: `coreos-installer install` (see `common_agent`). Needs root, loop devices and the tools
 //! there; without them: `SKIP`, a failure under `CI`.
 
-mod common_agent;
-mod common_registry;
+mod common;
 
 use std::fs;
 use std::time::{Duration, Instant};
 
-use common_agent::{
+use common::agent::{
     Env, RUN_LIMIT, Target, check_nothing_left, check_target, field_driver, log_of, s,
 };
 
@@ -71,7 +70,7 @@ fn install_with_kill_in_post_sh(driver: &str) {
     );
     // What libostree leaves when it is killed between freezing /boot and thawing it (its watchdog child
     // dies with the process group): unmounted frozen, the filesystem would outlive its unmount.
-    common_agent::run("fsfreeze", &["--freeze", s(&t.path("mnt/boot"))]);
+    common::agent::run("fsfreeze", &["--freeze", s(&t.path("mnt/boot"))]);
 
     let out = t.run_agent(&[]);
     let log = log_of(&out);
@@ -178,7 +177,7 @@ fn agent_install_refuses_a_disk_in_use_or_holding_another_install() {
 
     // --fresh with a filesystem of the disk mounted elsewhere (read-only, as an admin looking at it).
     let foreign = t.path("foreign");
-    let mounted = common_agent::Mounted::new(&t, "boot", &foreign, Some("ro"));
+    let mounted = common::agent::Mounted::new(&t, "boot", &foreign, Some("ro"));
     let out = t.run_agent(&["--fresh"]);
     let log = log_of(&out);
     assert_eq!(out.status.code(), Some(1), "{log}");

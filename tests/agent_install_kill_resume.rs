@@ -22,15 +22,14 @@
 //!
 //! Needs root, loop devices and the tools of `common_agent`; without them: `SKIP`, a failure under `CI`.
 
-mod common_agent;
-mod common_registry;
+mod common;
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use common_agent::{
+use common::agent::{
     Env, RUN_LIMIT, Target, check_nothing_left, check_target, field_driver, log_of, now_ns,
 };
 use ibi::agent::state::Step;

@@ -9,13 +9,13 @@
 //! Needs root (containers-storage as another user re-executes itself in a user namespace). Tools or root
 //! missing: `SKIP <test>: <reason>`; under `CI`, missing tools are a failure.
 
-mod common_registry;
+mod common;
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common_registry::{TestRegistry, fixture_seed, have_tools, make_seed};
+use common::registry::{TestRegistry, fixture_seed, make_seed};
 use ibi::agent::precache::{
     PrecacheOptions, SkopeoPuller, Storage, image_list, insecure_hosts_from_registries_conf,
     precache, registry_sources_from_registries_conf, should_override,
@@ -41,7 +41,7 @@ fn setup(test: &str) -> Option<Setup> {
 
 /// Same, with a registry that requires `creds` (user, password) when given.
 fn setup_with(test: &str, creds: Option<(&str, &str)>) -> Option<Setup> {
-    if !have_tools(test, &["docker-registry", "skopeo"]) || !is_root(test) {
+    if !common::require_tools(test, &["docker-registry", "skopeo"]) || !common::require_root(test) {
         return None;
     }
     let reg = match creds {
@@ -64,15 +64,6 @@ fn setup_with(test: &str, creds: Option<(&str, &str)>) -> Option<Setup> {
         containers_list,
         _variant: variant,
     })
-}
-
-fn is_root(test: &str) -> bool {
-    let out = Command::new("id").arg("-u").output().expect("running id");
-    let root = String::from_utf8_lossy(&out.stdout).trim() == "0";
-    if !root {
-        eprintln!("SKIP {test}: needs root for containers-storage");
-    }
-    root
 }
 
 /// The live host's registries.conf: the local registry is a mirror source and insecure (plain HTTP).

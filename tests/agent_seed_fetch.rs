@@ -5,7 +5,7 @@
 //! a handler that gives up mid-layer). Without skopeo/docker-registry the tests print SKIP; under `CI`
 //! they fail instead.
 
-mod common_registry;
+mod common;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::bail;
-use common_registry::{TestRegistry, fixture_seed, have_tools, make_seed};
+use common::registry::{TestRegistry, fixture_seed, make_seed};
 use flate2::read::GzDecoder;
 use ibi::agent::restore_files::extract_tgz;
 use ibi::agent::seed_fetch::{
@@ -108,7 +108,7 @@ fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) ->
 
 #[test]
 fn oci_layout_streams_every_root_file_and_restores_var() {
-    if !have_tools(
+    if !common::require_tools(
         "oci_layout_streams_every_root_file_and_restores_var",
         &["skopeo"],
     ) {
@@ -270,7 +270,7 @@ fn pull_secret_is_used_and_never_shown() {
 
 #[test]
 fn corrupt_layer_fails_even_when_it_decompresses() {
-    if !have_tools("corrupt_layer_fails_even_when_it_decompresses", &["skopeo"]) {
+    if !common::require_tools("corrupt_layer_fails_even_when_it_decompresses", &["skopeo"]) {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -300,7 +300,7 @@ fn corrupt_layer_fails_even_when_it_decompresses() {
 
 #[test]
 fn handler_failure_stops_the_walk_and_skopeo() {
-    if !have_tools("handler_failure_stops_the_walk_and_skopeo", &["skopeo"]) {
+    if !common::require_tools("handler_failure_stops_the_walk_and_skopeo", &["skopeo"]) {
         return;
     }
     let source = oci_source(&fixture_seed(), TAG);
@@ -451,7 +451,7 @@ fn big_layers_stream_in_bounded_memory_in_order() {
     if std::env::var_os(MEMORY_CHILD).is_some() {
         return walk_big_layers();
     }
-    if !have_tools(NAME, &["skopeo"]) {
+    if !common::require_tools(NAME, &["skopeo"]) {
         return;
     }
     // Peak memory is per process and other tests run in parallel threads: measure in a process of

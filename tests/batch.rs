@@ -4,7 +4,6 @@
 //! good ones, inventory errors that write nothing, and the CSV form.
 
 mod common;
-mod common_registry;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -12,8 +11,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use common::registry::versioned_seed;
 use common::*;
-use common_registry::versioned_seed;
 use ibi::iso9660::IsoReader;
 use serde_json::Value;
 

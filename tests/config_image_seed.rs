@@ -3,13 +3,12 @@
 //! and a registry seed read with the site's pull secret and digest mirrors from a local registry.
 
 mod common;
-mod common_registry;
 
 use std::fs;
 use std::path::Path;
 
+use common::registry::{TestRegistry, versioned_seed};
 use common::*;
-use common_registry::{TestRegistry, versioned_seed};
 
 const VERSIONS: [&str; 4] = ["4.16.0", "4.17.0", "4.18.0", "4.20.0"];
 const IC: &str = "install-config.yaml";

@@ -278,11 +278,6 @@ fn create_image_killed_at_random_moments_never_leaves_a_partial_output() {
     );
 }
 
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) == 0
-}
-
 /// A small ext4 filesystem on a loop device, unmounted when dropped.
 struct SmallFs {
     dir: tempfile::TempDir,
@@ -291,9 +286,7 @@ struct SmallFs {
 impl SmallFs {
     /// `size` bytes of ext4, mounted.
     fn new(size: u64) -> Option<SmallFs> {
-        if !is_root() {
-            assert!(std::env::var_os("CI").is_none(), "CI runs as root");
-            eprintln!("SKIP disk-full test: needs root to mount a loop filesystem");
+        if !common::require_root("disk-full test") {
             return None;
         }
         if !tool("mkfs.ext4", "disk-full test") {

@@ -3,13 +3,12 @@
 //! real local registry, and the refusals (existing config, too large, not CoreOS, bad seed).
 
 mod common;
-mod common_registry;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use common::registry::{TestRegistry, fixture_seed, versioned_seed};
 use common::*;
-use common_registry::{TestRegistry, fixture_seed, have_tools, versioned_seed};
 use ibi::live_iso::synthetic::{IgnitionLayout, SyntheticIso};
 use serde_json::Value;
 
@@ -203,7 +202,7 @@ fn only_the_embed_area_changes() {
 #[test]
 fn registry_seed_is_pinned_by_digest_unless_asked_not_to() {
     let test = "registry_seed_is_pinned_by_digest_unless_asked_not_to";
-    if !have_tools(test, &["docker-registry", "skopeo"]) {
+    if !common::require_tools(test, &["docker-registry", "skopeo"]) {
         return;
     }
     let Some(reg) = TestRegistry::start(test) else {

@@ -3,11 +3,11 @@
 //! the iDRAC layout (virtual media under the manager, session auth, ETag-checked PATCH, a task).
 //! The images come from a real `ibi serve`, and the bytes each BMC downloaded are checked.
 
-mod common_deliver;
+mod common;
 
-use common_deliver::emulator::{self, Emulator};
-use common_deliver::standin::{self, StandIn};
-use common_deliver::*;
+use common::deliver::emulator::{self, Emulator};
+use common::deliver::standin::{self, StandIn};
+use common::deliver::*;
 
 /// A directory holding both ISOs of an install: random bytes stand in for them (the BMC only
 /// downloads them).

@@ -4,13 +4,12 @@
 //! writes it.
 
 mod common;
-mod common_deliver;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use common::deliver::*;
 use common::{mode, tool};
-use common_deliver::*;
 
 const ISO: &str = "rhcos-ibi.iso";
 

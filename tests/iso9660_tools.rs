@@ -4,10 +4,11 @@
 //! back with our own `IsoReader`, and the reader is pointed at images the tools wrote. A missing
 //! tool skips its test loudly, and fails it when `CI` is set.
 
+mod common;
+
 use ibi::iso9660::{IsoBuilder, IsoReader, WriteOptions};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,31 +25,9 @@ enum Want {
 
 type TreeMap = BTreeMap<String, Want>;
 
-/// Locates an executable on PATH or in the sbin directories, where blkid lives.
-fn tool_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let dirs = std::env::split_paths(&path).chain(["/usr/sbin", "/sbin"].map(PathBuf::from));
-    dirs.map(|d| d.join(name)).find(|p| p.is_file())
-}
-
-/// Whether `name` can run. In CI a missing tool is a failure; elsewhere the test says it skips.
-/// The notice goes to the stderr handle itself: libtest swallows `eprintln!` of passing tests,
-/// which would make a skip silent.
-fn tool(test: &str, name: &str) -> bool {
-    if tool_path(name).is_some() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test}: {name} must be installed in CI"
-    );
-    let _ = writeln!(std::io::stderr(), "SKIP {test}: {name} not installed");
-    false
-}
-
 /// Runs a tool and returns (stdout, stderr), failing the test on a non-zero exit.
 fn run(name: &str, args: &[&str]) -> (String, String) {
-    let exe = tool_path(name).unwrap_or_else(|| PathBuf::from(name));
+    let exe = common::tool_path(name).unwrap_or_else(|| PathBuf::from(name));
     let out = Command::new(&exe)
         .args(args)
         .env("LC_ALL", "C")
@@ -239,7 +218,7 @@ fn short(w: &Want) -> String {
 
 #[test]
 fn blkid_reports_exact_label_and_type() {
-    if !tool("blkid_reports_exact_label_and_type", "blkid") {
+    if !common::tool("blkid", "blkid_reports_exact_label_and_type") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -265,9 +244,9 @@ fn blkid_reports_exact_label_and_type() {
 
 #[test]
 fn isoinfo_sees_rock_ridge_names_and_8_3_identifiers() {
-    if !tool(
-        "isoinfo_sees_rock_ridge_names_and_8_3_identifiers",
+    if !common::tool(
         "isoinfo",
+        "isoinfo_sees_rock_ridge_names_and_8_3_identifiers",
     ) {
         return;
     }
@@ -330,7 +309,7 @@ fn isoinfo_sees_rock_ridge_names_and_8_3_identifiers() {
 
 #[test]
 fn xorriso_lists_and_extracts_identical_tree() {
-    if !tool("xorriso_lists_and_extracts_identical_tree", "xorriso") {
+    if !common::tool("xorriso", "xorriso_lists_and_extracts_identical_tree") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -405,7 +384,7 @@ fn mode_string(w: &Want) -> String {
 
 #[test]
 fn bsdtar_lists_and_extracts_identical_tree() {
-    if !tool("bsdtar_lists_and_extracts_identical_tree", "bsdtar") {
+    if !common::tool("bsdtar", "bsdtar_lists_and_extracts_identical_tree") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -440,7 +419,7 @@ fn directory_of_500_files_spans_sectors() {
     );
     assert_same_tree(&own_tree(&img), &want, "IsoReader");
     let img = img.to_str().unwrap();
-    if tool(test, "xorriso") {
+    if common::tool("xorriso", test) {
         let args = [
             "-report_about",
             "WARNING",
@@ -455,7 +434,7 @@ fn directory_of_500_files_spans_sectors() {
         assert_no_complaints(&stderr);
         assert_eq!(listing.lines().count(), 500, "xorriso -find");
     }
-    if tool(test, "bsdtar") {
+    if common::tool("bsdtar", test) {
         let out = tmp.path().join("x");
         fs::create_dir(&out).unwrap();
         run("bsdtar", &["-xpf", img, "-C", out.to_str().unwrap()]);
@@ -519,7 +498,7 @@ fn identical_content_gives_identical_bytes() {
 #[test]
 fn reader_reads_images_written_by_tools() {
     let test = "reader_reads_images_written_by_tools";
-    if !tool(test, "xorriso") || !tool(test, "genisoimage") {
+    if !common::tool("xorriso", test) || !common::tool("genisoimage", test) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -1,6 +1,8 @@
 //! Cross-checks `ibi::config_image::pki` output with the real `openssl` command line, an implementation independent of
 //! the crate's own parsing: chain verification, printed subjects and extensions, key checks and moduli.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::SystemTime;
@@ -21,15 +23,7 @@ fn openssl(dir: &Path, args: &[&str]) -> String {
 
 /// True when the CLI exists; without it the test fails under CI and says SKIP elsewhere.
 fn have_openssl() -> bool {
-    if Command::new("openssl").arg("version").output().is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "the openssl CLI is required under CI"
-    );
-    eprintln!("SKIP pki_openssl: the openssl command line tool is not installed");
-    false
+    common::tool("openssl", "pki_openssl")
 }
 
 /// File stem, pair and the subject as `openssl x509 -subject` prints it.

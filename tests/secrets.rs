@@ -9,15 +9,14 @@
 //! for the pull secret (right and wrong), where HTTP-level tracing could show it.
 
 mod common;
-mod common_registry;
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::registry::{TestRegistry, fixture_seed};
 use common::*;
-use common_registry::{TestRegistry, fixture_seed};
 use serde_json::Value;
 
 const SITE: &str = "site";

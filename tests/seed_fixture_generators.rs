@@ -7,15 +7,13 @@
 //! need their tools. Without them: `SKIP <test>: <reason>`; under `CI` that is a failure, except
 //! "not root". Every mount and loop device the test makes is a guard, undone on failure too.
 
-mod common_agent;
-mod common_registry;
+mod common;
 
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common_registry::extract_layer;
+use common::registry::extract_layer;
 use ibi::agent::disk::{LoopDevice, Mount, find_partition_by_label, read_table};
 
 const SEED_INFO_LABEL: &str = "com.openshift.lifecycle-agent.seed_cluster_info";
@@ -27,23 +25,11 @@ fn script(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Prints why the test is skipped; under CI a skip for any reason but `ok_in_ci` fails instead.
-fn skip(test: &str, reason: &str, ok_in_ci: bool) {
-    if std::env::var_os("CI").is_some() && !ok_in_ci {
-        panic!("{test}: {reason} (required under CI)");
-    }
-    eprintln!("SKIP {test}: {reason}");
-}
-
 fn missing_tool(tools: &[(&str, &str)]) -> Option<String> {
     tools.iter().find_map(|(tool, package)| {
         let found = Command::new(tool).arg("--version").output().is_ok();
         (!found).then(|| format!("{tool} is not installed (apt: {package})"))
     })
-}
-
-fn is_root() -> bool {
-    fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) == 0
 }
 
 fn run(program: &Path, args: &[&str]) -> String {
@@ -78,7 +64,7 @@ fn real_seed_generator() {
         ("gzip", "gzip"),
     ];
     if let Some(reason) = missing_tool(&tools) {
-        skip(TEST, &reason, false);
+        common::skip(TEST, &reason);
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -201,8 +187,7 @@ fn attach_partition(img: &Path, label: &str) -> LoopDevice {
 #[test]
 fn metal_image_generator_needs_root() {
     const TEST: &str = "metal_image_generator_needs_root";
-    if !is_root() {
-        skip(TEST, "not running as root", true);
+    if !common::require_root(TEST) {
         return;
     }
     let loop_ok = Command::new("losetup")
@@ -210,11 +195,7 @@ fn metal_image_generator_needs_root() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !Path::new("/dev/loop-control").exists() || !loop_ok {
-        skip(
-            TEST,
-            "no loop devices (/dev/loop-control, losetup -f)",
-            false,
-        );
+        common::skip(TEST, "no loop devices (/dev/loop-control, losetup -f)");
         return;
     }
     let tools = [
@@ -224,11 +205,11 @@ fn metal_image_generator_needs_root() {
         ("mkfs.ext4", "e2fsprogs"),
     ];
     if let Some(reason) = missing_tool(&tools) {
-        skip(TEST, &reason, false);
+        common::skip(TEST, &reason);
         return;
     }
     // The image's UUIDs are fixed: no other test may mount one of its filesystems meanwhile.
-    let _metal = common_agent::metal_image_lock();
+    let _metal = common::agent::metal_image_lock();
     let tmp = tempfile::tempdir().unwrap();
     let img = tmp.path().join("metal.img");
     let printed = run(&script("make-metal-image.sh"), &[s(&img)]);

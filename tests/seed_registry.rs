@@ -2,12 +2,12 @@
 //! registry and the OCI layout paths agree, each mismatch gives its message, pull-secret auth, digest mirrors,
 //! and the fixture regenerates byte for byte.
 
-mod common_registry;
+mod common;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use common_registry::{TestRegistry, fixture_seed, have_tools, make_seed, versioned_seed};
+use common::registry::{TestRegistry, fixture_seed, make_seed, versioned_seed};
 use ibi::config::ImageDigestSource;
 use ibi::seed::registry::{RegistryError, RegistryOptions, parse_pull_secret};
 use ibi::seed::{
@@ -443,7 +443,7 @@ fn offline_layout_errors_name_the_layout() {
 
 #[test]
 fn fixture_regenerates_byte_for_byte() {
-    if !have_tools(
+    if !common::require_tools(
         "fixture_regenerates_byte_for_byte",
         &["bash", "tar", "gzip", "sha256sum"],
     ) {

@@ -1,7 +1,17 @@
-//! Shared helpers for the integration tests: run the built binary on a copy of the bundled example.
+//! What the integration tests share: the prerequisites every test checks the same way (root, tools on
+//! PATH, and skip-or-fail: outside CI a missing prerequisite prints `SKIP <test>: <why>`, under `CI` it
+//! fails the test, since CI installs everything and runs as root), running the built binary on a copy of
+//! the bundled example, and (submodules) a local OCI registry, the host agent's test hosts, and the
+//! Redfish BMC stand-ins.
 #![allow(dead_code)]
 
+#[cfg(feature = "agent")]
+pub mod agent;
+pub mod deliver;
+pub mod registry;
+
 use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -64,22 +74,57 @@ pub fn assert_ok(out: &Output) {
     );
 }
 
-/// True when `name` is on PATH. Missing in CI is a failure (CI installs it); elsewhere the test
-/// says it skips, never passing silently.
-pub fn tool(name: &str, test: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{name} is required in CI but not installed"
-        );
-        eprintln!("SKIP {test}: {name} not installed");
+/// Whether this run is CI's (`CI` set): every prerequisite is then required.
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some()
+}
+
+/// A test that cannot run here: says so on the process's stderr (libtest captures `eprintln!` of passing
+/// tests) outside CI; fails the test under CI.
+pub fn skip(test: &str, reason: &str) {
+    assert!(!in_ci(), "{test}: {reason} (required under CI)");
+    let _ = writeln!(std::io::stderr(), "SKIP {test}: {reason}");
+}
+
+pub fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) == 0
+}
+
+/// True as root; otherwise [`skip`]s (loop devices, mounts).
+pub fn require_root(test: &str) -> bool {
+    if is_root() {
+        return true;
     }
-    found
+    skip(test, "needs root for loop devices and mounts");
+    false
+}
+
+/// The full path of `name` on PATH, or in the sbin directories (where blkid and losetup live, which a
+/// user's PATH may lack).
+pub fn tool_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let dirs = std::env::split_paths(&path).chain(["/usr/sbin", "/sbin"].map(PathBuf::from));
+    dirs.map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// True when every tool is on PATH; otherwise [`skip`]s naming the missing ones.
+pub fn require_tools(test: &str, tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| tool_path(t).is_none())
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    skip(test, &format!("missing tools: {}", missing.join(", ")));
+    false
+}
+
+/// [`require_tools`] for one tool.
+pub fn tool(name: &str, test: &str) -> bool {
+    require_tools(test, &[name])
 }
 
 pub fn run_tool(cmd: &str, args: &[&str]) -> String {

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ibi::agent::disk::mounts::{disk_devices, read_mountinfo, unmount_order};
 use ibi::agent::disk::{LoopDevice, find_partition_by_label};
 
-use crate::common_registry::{TestRegistry, extract_layer, have_tools};
+use super::registry::{TestRegistry, extract_layer};
+use super::{require_root, require_tools};
 
 pub const MIB: u64 = 1024 * 1024;
 pub const GIB: u64 = 1024 * MIB;
@@ -70,10 +71,6 @@ pub fn ibi_binary() -> PathBuf {
     std::env::var_os("IBI_AGENT_TEST_BINARY")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_ibi")))
-}
-
-pub fn is_root() -> bool {
-    fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) == 0
 }
 
 pub fn now_ns() -> u128 {
@@ -159,15 +156,7 @@ impl Env {
     /// Generates the seed, the precache images and the metal image; starts the registry and pushes.
     /// `None` (with `SKIP` said, or a failure under `CI`) without root or a tool.
     pub fn setup(test: &'static str) -> Option<Env> {
-        if !have_tools(test, &TOOLS) {
-            return None;
-        }
-        if !is_root() {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{test} needs root in CI (loop devices, mounts)"
-            );
-            eprintln!("SKIP {test}: needs root for loop devices and mounts");
+        if !require_tools(test, &TOOLS) || !require_root(test) {
             return None;
         }
         let metal = metal_image_lock();

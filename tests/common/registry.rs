@@ -21,26 +21,6 @@ pub fn make_seed_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("seed-fixtures/make-seed.sh")
 }
 
-/// True when every tool is on PATH; otherwise prints SKIP (or panics when `CI` is set).
-pub fn have_tools(test: &str, tools: &[&str]) -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let missing: Vec<&str> = tools
-        .iter()
-        .copied()
-        .filter(|t| !std::env::split_paths(&path).any(|d| d.join(t).is_file()))
-        .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test}: CI is set but these tools are missing: {}",
-        missing.join(", ")
-    );
-    eprintln!("SKIP {test}: missing tools: {}", missing.join(", "));
-    false
-}
-
 /// Generates a seed variant with `make-seed.sh` (env overrides such as `SEED_FORMAT_VERSION=3`).
 pub fn make_seed(vars: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -113,7 +93,7 @@ impl TestRegistry {
         creds: Option<(&str, &str)>,
         tls: Option<(&str, &str)>,
     ) -> Option<TestRegistry> {
-        if !have_tools(test, &["docker-registry", "skopeo"]) {
+        if !super::require_tools(test, &["docker-registry", "skopeo"]) {
             return None;
         }
         let dir = tempfile::tempdir().expect("tempdir");

@@ -42,11 +42,7 @@ pub fn sushy_emulator(test: &str) -> Option<PathBuf> {
     match make_venv(&venv) {
         Ok(()) => Some(bin),
         Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "making the sushy-tools venv failed in CI: {e}"
-            );
-            eprintln!("SKIP {test}: no sushy-tools venv ({e})");
+            crate::common::skip(test, &format!("no sushy-tools venv ({e})"));
             None
         }
     }
