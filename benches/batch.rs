@@ -15,6 +15,7 @@
 //! Results go to docs/performance.md by hand.
 //!
 //! Run: `cargo bench --bench batch` (SITES, SMALL_SITES, FLOOR_SAMPLES env vars).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: a panic is how it fails
 
 use std::fmt::Write as _;
 use std::fs;

@@ -5,6 +5,7 @@
 //! and no wasted work reach. Results go to docs/performance.md by hand.
 //!
 //! Run: `cargo bench --bench config_image` (ITERATIONS env var, default 15).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: a panic is how it fails
 
 use std::path::Path;
 use std::process::Command;

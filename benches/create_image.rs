@@ -27,6 +27,7 @@
 //! cache is not dropped (that would disturb everything else on the machine); the base ISO stays
 //! cached for every side alike. Peak RSS comes from GNU `/usr/bin/time -f %M` (wait4's
 //! ru_maxrss) around each process; without it the bench still times and prints `n/a`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: a panic is how it fails
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -9,6 +9,7 @@
 //! (under `CI` missing loop devices or tools fail the test instead).
 
 #![cfg(all(feature = "agent", target_os = "linux"))]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

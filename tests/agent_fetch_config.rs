@@ -4,6 +4,7 @@
 //! parallel tests never see each other's devices. Needs root and loop devices: without them the
 //! device tests print `SKIP <test>: <reason>`, except under `CI`, where that is a failure.
 #![cfg(feature = "agent")]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

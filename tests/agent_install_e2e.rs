@@ -11,6 +11,7 @@
 //!
 //! Stand-in: `coreos-installer install` (see `common_agent`). Needs root, loop devices and the tools
 //! there; without them: `SKIP`, a failure under `CI`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

@@ -21,6 +21,7 @@
 //! - a further run does nothing.
 //!
 //! Needs root, loop devices and the tools of `common_agent`; without them: `SKIP`, a failure under `CI`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

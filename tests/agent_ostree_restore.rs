@@ -11,6 +11,7 @@
 //! `tar`; without them it prints `SKIP` (under `CI` anything but "not root" fails instead).
 
 #![cfg(all(feature = "agent", target_os = "linux"))]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 use std::fs::{self, File};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

@@ -8,6 +8,7 @@
 //! bind mount on `<graphroot>/overlay` behind, which a test's temp dir cannot be removed through.
 //! Needs root (containers-storage as another user re-executes itself in a user namespace). Tools or root
 //! missing: `SKIP <test>: <reason>`; under `CI`, missing tools are a failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

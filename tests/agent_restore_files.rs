@@ -1,6 +1,7 @@
 #![cfg(feature = "agent")]
 //! Restoring the seed's `var.tgz` / `etc.tgz` and applying `etc.deletions`
 //! (`ibi::agent::restore_files`), against archives built here with the `tar` crate or GNU tar.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 use std::cell::Cell;
 use std::fs;

@@ -4,6 +4,7 @@
 //! restore code, the dispatcher, and the failures (wrong digest, missing tag, corrupt blob, no auth,
 //! a handler that gives up mid-layer). Without skopeo/docker-registry the tests print SKIP; under `CI`
 //! they fail instead.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

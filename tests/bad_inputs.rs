@@ -7,6 +7,7 @@
 //! `IBI_BAD_INPUTS_CASE=NAME` runs only the cases whose directory name contains NAME.
 //! Cases marked `expect_bug` document a known bug and are skipped (with a note) unless
 //! `IBI_BAD_INPUTS_KNOWN_BUGS=1`, which runs and asserts them like the others.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

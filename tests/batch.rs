@@ -2,6 +2,7 @@
 //! bundled example fleet: every site's ISO read back (our reader; blkid and xorriso when installed),
 //! per-site differences, identity reuse, rebuilding only the sites that changed, a failing site among
 //! good ones, inventory errors that write nothing, and the CSV form.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

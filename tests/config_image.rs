@@ -1,6 +1,7 @@
 //! End-to-end tests of `ibi create config-image` on the bundled example: the ISO read back with our
 //! own reader and with xorriso, bsdtar and blkid; file modes; determinism; identity reuse; and the
 //! crypto relations checked with the openssl CLI.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! `create config-image --seed`: the example site checked against seeds of 4.16, 4.17, 4.18 and 4.20
 //! made by `seed-fixtures/make-seed.sh` (labels in each release's shape), before anything is written;
 //! and a registry seed read with the site's pull secret and digest mirrors from a local registry.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

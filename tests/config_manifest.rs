@@ -1,5 +1,6 @@
 //! Golden tests of `cluster-configuration/manifest.json`: its key set and types, the values the
 //! reference pins down, and the crypto relations checked with the real openssl CLI.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

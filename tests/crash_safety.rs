@@ -8,6 +8,7 @@
 //! The delays come from a fixed-seed generator spread over the measured length of one run, so a
 //! failure can be reproduced. The disk-full cases need root (mount); elsewhere they print SKIP, and
 //! under `CI` (which runs as root) they must run.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

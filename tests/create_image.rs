@@ -1,6 +1,7 @@
 //! End-to-end tests of `ibi create image` and `ibi inspect`: synthetic live ISOs of every layout
 //! round-tripped through coreos-installer, the seed checked through the bundled OCI layout and a
 //! real local registry, and the refusals (existing config, too large, not CoreOS, bad seed).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! TLS) for both phases of an image-based install and the errors a user meets, and a stand-in for
 //! the iDRAC layout (virtual media under the manager, session auth, ETag-checked PATCH, a task).
 //! The images come from a real `ibi serve`, and the bytes each BMC downloaded are checked.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

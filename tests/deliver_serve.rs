@@ -2,6 +2,7 @@
 //! tokens, TLS by default, a rebuild during a download, sixteen concurrent downloads with memory
 //! flat, a clean stop, and the variant ISO streamed from a patch byte for byte as `create image`
 //! writes it.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

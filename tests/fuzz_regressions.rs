@@ -5,6 +5,7 @@
 //! allocation larger than a fixed bound. Hand-made malformed ISOs (truncated, a directory
 //! pointing at itself, an extent past the end, absurd sizes) are built below from a valid image
 //! and must end in an error just as promptly.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 #[allow(dead_code)] // the harness also serves fuzz targets this test does not name
 #[path = "../fuzz/src/lib.rs"]

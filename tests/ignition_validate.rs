@@ -4,6 +4,7 @@
 //! Both must exit 0 with nothing on stderr: systemd-analyze reports unknown keys and bad specifiers only as
 //! warnings. A missing tool fails the test when `CI` is set and prints SKIP otherwise. The cases cover
 //! both host agents (`lca`, the installer's, and `ibi`, whose unit carries a drop-in).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

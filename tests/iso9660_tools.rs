@@ -3,6 +3,7 @@
 //! contents), `isoinfo` (Rock Ridge signatures and plain 8.3 identifiers). Every image is also read
 //! back with our own `IsoReader`, and the reader is pointed at images the tools wrote. A missing
 //! tool skips its test loudly, and fails it when `CI` is set.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

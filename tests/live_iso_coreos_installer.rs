@@ -3,6 +3,7 @@
 //! exists), coreos-installer must find the areas where we do, show the config and kargs we
 //! embedded byte for byte, and we must decode what it embedded. Without the tool the tests print
 //! SKIP and return, or fail under CI.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Cross-checks `ibi::config_image::pki` output with the real `openssl` command line, an implementation independent of
 //! the crate's own parsing: chain verification, printed subjects and extensions, key checks and moduli.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

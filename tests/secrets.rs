@@ -7,6 +7,7 @@
 //! search is known to work. A second test runs the writers under umask 000, 022 and 077 and checks
 //! that every output holding a secret is private; a third reads the seed from a registry that asks
 //! for the pull secret (right and wrong), where HTTP-level tracing could show it.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

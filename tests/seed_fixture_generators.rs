@@ -6,6 +6,7 @@
 //! sysroot in `root` with an `rhcos` deployment. The metal test needs root and loop devices; both
 //! need their tools. Without them: `SKIP <test>: <reason>`; under `CI` that is a failure, except
 //! "not root". Every mount and loop device the test makes is a guard, undone on failure too.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 

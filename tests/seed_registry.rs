@@ -1,6 +1,7 @@
 //! Seed checks against a real `docker-registry` on 127.0.0.1 with the synthetic seed pushed by skopeo: the
 //! registry and the OCI layout paths agree, each mismatch gives its message, pull-secret auth, digest mirrors,
 //! and the fixture regenerates byte for byte.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 
