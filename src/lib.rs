@@ -1,8 +1,18 @@
 //! ibi: image-based installation of single-node OpenShift.
 //!
-//! The binary (`main.rs`) is a thin shell over this library so integration tests, benchmarks and later the
-//! host agent can reuse every piece. Arrows point down: `commands` compose `config`, `iso9660`, `pki`,
-//! `reconfig` and `site`; the format modules know nothing of OpenShift.
+//! The binary (`main.rs`) is a thin shell over this library, so tests and benchmarks reach every piece.
+//! The modules are floors, and a module imports only from floors below its own (docs/architecture.md
+//! draws it; `tests/module_graph.rs` checks it):
+//!
+//! - `commands` (one file per command: translate options, call, print) over `cli` (the clap types);
+//! - `deliver`: getting what was built onto hosts (`ibi serve`, `ibi boot`);
+//! - the products: `config_image` (the configuration ISO), `install_image` (the installation ISO) and
+//!   `agent` (feature `agent`: the host side, `ibi agent …`);
+//! - `seed` (the seed image and the registry client), over `config` (the input files, validated);
+//! - `contract`: what the build side and the host side must agree on, in one place each;
+//! - the formats, which know nothing of OpenShift: `live_iso` and `redfish` over `iso9660`,
+//!   `ignition` and `image_ref`;
+//! - `util`: atomic writes, secrets, digests, logging, progress.
 
 #[cfg(feature = "agent")]
 pub mod agent;
