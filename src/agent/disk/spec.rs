@@ -263,5 +263,4 @@ pub fn grow_plan(
 }
 
 #[cfg(test)]
-#[path = "spec_tests.rs"]
 mod tests;
