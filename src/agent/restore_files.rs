@@ -21,6 +21,8 @@ pub use merge::merge_tree;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use flate2::read::MultiGzDecoder;
@@ -135,6 +137,40 @@ fn extract<R: Read + Send>(
         io::copy(&mut tar.into_inner(), &mut io::sink())
             .context("reading the archive's gzip trailer")?;
         Ok(report)
+    })
+}
+
+/// Runs `work` while a thread syncs the filesystem of `dir` every `every`, so that the data `work`
+/// writes goes to the disk while it runs instead of all in the [`sync_filesystem`] that makes it
+/// durable afterwards (which then only waits for the tail). The background syncs are only a head
+/// start: a failure there is logged at debug level, the caller's final sync reports it. Returns
+/// once `work` has and the thread has finished its current sync.
+pub fn syncing_in_background<T>(dir: &Path, every: Duration, work: impl FnOnce() -> T) -> T {
+    let handle = match File::open(dir) {
+        Ok(handle) => handle,
+        Err(e) => {
+            tracing::debug!("no background sync of {}: {e}", dir.display());
+            return work();
+        }
+    };
+    let (stop, stopped) = mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        let spawned = std::thread::Builder::new()
+            .name("ibi-sync".to_string())
+            .spawn_scoped(scope, move || {
+                // Ends when `stop` is dropped, i.e. when `work` returns or unwinds.
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                    if let Err(e) = rustix::fs::syncfs(&handle) {
+                        tracing::debug!("background sync: {e}");
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::debug!("no background sync of {}: {e}", dir.display());
+        }
+        let out = work();
+        drop(stop);
+        out
     })
 }
 
