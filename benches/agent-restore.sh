@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Restore benchmark (issue 4 item 8): `ibi agent install` against the lca-cli pipeline reproduced with
-# the tools lca-cli calls, on the same machine in the same invocation, one run each.
+# Restore benchmark (issue 4 item 8, issue 10 item 4): `ibi agent install` against the lca-cli pipeline
+# reproduced with the tools lca-cli calls, on the same machine in the same invocation, one run each,
+# for each seed kind of SEED_KINDS (default "os random"), one table per seed.
 #
-# Setup (untimed): a big seed (benches/make-big-seed.sh, SEED_MIB MiB, default 512; SEED_DIR reuses a
-# built OCI layout) pushed with skopeo to a throwaway docker-registry on 127.0.0.1 (free port, own
-# config and storage, stopped by PID); the fake RHCOS metal image (seed-fixtures/make-metal-image.sh).
+# Setup (untimed): per kind a big seed (benches/make-big-seed.sh with SEED_KIND=<kind>: "os" is about
+# 1 GiB of this machine's /usr files in a bare repo, "random" 512 MiB of incompressible bulk in an
+# archive repo; SEED_MIB overrides the size for every kind; SEED_CACHE=DIR keeps built seeds there
+# (seed-<kind>-<MiB>) and reuses them; SEED_DIR reuses one built layout when a single kind is asked for) pushed with skopeo
+# to a throwaway docker-registry on 127.0.0.1 (free port, own config and storage, stopped by PID);
+# PRECACHE_IMAGES (default 50; 0: no precache) small images (benches/make-precache-images.sh), which
+# the seeds' containers.list names, pushed there too; the fake RHCOS metal image
+# (seed-fixtures/make-metal-image.sh).
 #
 # a. pipeline: a sparse DISK_GIB disk file gets the metal image, an extra partition 5
 #    (var-lib-containers, the last EXTRA_GIB) formatted xfs, root grown over the gap; root mounted at
@@ -23,14 +29,24 @@
 #      etc       tar xzf etc.tgz -C <deploydir>; rm -rf of each etc.deletions line (a missing path is
 #                skipped where lca-cli would abort); containers.list and manifest.json copied
 #      cleanup   umount the image, skopeo delete (podman rmi), rm -rf the workspace
-# b. ibi: a fresh identical disk file as a loop device; `ibi agent install` with precacheDisabled,
-#    skipDiskCleanup, extraPartitionStart -EXTRA_GIB, a coreos-installer stand-in that copies the
-#    metal image to the disk, the registry marked insecure in its registries.conf. Its restore time is
-#    the sum of its fetch-seed + deploy + restore-etc log lines (0.1 s resolution); its whole run is
-#    timed too. Peak RSS: ibi's own VmHWM polled from /proc (10 Hz; the high-water mark only grows) and
-#    GNU time's %M (the largest of ibi and the children it waited for, skopeo included).
-# Then both targets are checked for the same restored content, and a table with the ratio printed.
-# Target: ibi restore ≤ 0.7× the pipeline. IBI_FIRST=1 runs b before a.
+#    and then, timed apart (§4.6), precache: `skopeo copy docker://… containers-storage:[…]…` of
+#    every image of containers.list (release registry rewritten to the local one), PRECACHE_PARALLEL
+#    (default 10, lca-cli's pool) at a time through xargs -P; PRECACHE_EXTRA_P="2 4" also times
+#    those pool sizes, each into a fresh storage beside it (for reading only, not a target).
+# b. ibi: a fresh identical disk file as a loop device; `ibi agent install` with skipDiskCleanup,
+#    extraPartitionStart -EXTRA_GIB, releaseRegistry the local registry (precacheDisabled when
+#    PRECACHE_IMAGES=0), a coreos-installer stand-in that copies the metal image to the disk, the
+#    registry marked insecure in its registries.conf, --storage-driver STORAGE_DRIVER. Its restore time
+#    is the sum of its fetch-seed + deploy + restore-etc log lines (0.1 s resolution), its precache
+#    time its precache line; its whole run is timed too, and every log line gets the seconds since the
+#    start (for reading where a step's time goes). Peak RSS: ibi's own VmHWM polled from /proc (10 Hz;
+#    the high-water mark only grows) and GNU time's %M (the largest of ibi and the children it waited
+#    for, skopeo included).
+# Then both targets are compared file by file (type, mode, owner, size, link target and SHA-256 of
+# every file of the deployment and the stateroot's var; what ibi's install-host-unit adds aside), and
+# the images in both storages counted. Targets (issue 10 item 4): restore ≤ 0.35× the pipeline on the
+# os seed, ≤ 0.5× on the random one; precache ≤ 1.0× the 10-way skopeo reference; ibi's peak RSS
+# ≤ 64 MiB. IBI_FIRST=1 runs b before a. Each kind ends with one "RESULT kind=…" line.
 #
 # Usage: agent-restore.sh                  (root; IBI=path, default target/release/ibi built with
 #                                          --features agent; STORAGE_DRIVER overlay|vfs, default overlay)
@@ -42,8 +58,11 @@ umask 022
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo_root=$(cd "$here/.." && pwd)
-seed_mib=${SEED_MIB:-512}
-seed_dir=${SEED_DIR:-}
+seed_kinds=${SEED_KINDS:-os random}
+seed_cache=${SEED_CACHE:-}
+precache_n=${PRECACHE_IMAGES:-50}
+precache_p=${PRECACHE_PARALLEL:-10}
+precache_extra_p=${PRECACHE_EXTRA_P:-}
 ibi=${IBI:-$repo_root/target/release/ibi}
 driver=${STORAGE_DRIVER:-overlay}
 disk_gib=${DISK_GIB:-6}
@@ -56,8 +75,19 @@ skip() {
     exit 0
 }
 [ "$(id -u)" = 0 ] || skip "needs root (loop devices, mounts)"
+for k in $seed_kinds; do
+    case $k in os | random) ;; *)
+        echo "SEED_KINDS: unknown kind $k (os, random)" >&2
+        exit 2
+        ;;
+    esac
+done
+[ -z "${SEED_DIR:-}" ] || [ "$(wc -w <<<"$seed_kinds")" = 1 ] || {
+    echo "SEED_DIR names one seed: set SEED_KINDS to its kind" >&2
+    exit 2
+}
 for tool in docker-registry skopeo ostree tar gzip openssl sha256sum jq sfdisk partx losetup mount \
-    umount findmnt mkfs.xfs mkfs.ext4 xfs_growfs truncate dd /usr/bin/time; do
+    umount findmnt mkfs.xfs mkfs.ext4 xfs_growfs truncate dd xargs awk /usr/bin/time; do
     command -v "$tool" >/dev/null || skip "$tool is not installed"
 done
 have_ibi=1
@@ -100,14 +130,7 @@ trap 'exit 130' INT TERM
 now_us() { echo "${EPOCHREALTIME/./}"; }
 secs() { awk -v us="$1" 'BEGIN { printf "%.1f", us / 1e6 }'; }
 
-# --- seed, registry, metal image (untimed) ------------------------------------------------------------
-if [ -z "$seed_dir" ]; then
-    seed_dir=$work/seed
-    t0=$(now_us)
-    bash "$here/make-big-seed.sh" "$seed_dir" "$seed_mib"
-    echo "seed built in $(secs $(($(now_us) - t0))) s"
-fi
-
+# --- registry, seeds, precache images, metal image (untimed) ----------------------------------------------
 free_port() {
     local p
     for _ in $(seq 100); do
@@ -146,10 +169,51 @@ for _ in $(seq 200); do
     }
     sleep 0.1
 done
-seed_ref=$reg/ibi/seed:$tag
-skopeo copy -q --dest-tls-verify=false "oci:$seed_dir:$tag" "docker://$seed_ref"
-layer_bytes=$(skopeo inspect --tls-verify=false --raw "docker://$seed_ref" | jq '[.layers[].size] | add')
-echo "seed $seed_ref: layer $layer_bytes bytes"
+
+# seed_for KIND: builds (or finds in SEED_CACHE / SEED_DIR) the seed of KIND; its layout dir in $seed_dir.
+seed_for() {
+    local kind=$1 mib t0
+    case $kind in os) mib=${SEED_MIB:-1024} ;; *) mib=${SEED_MIB:-512} ;; esac
+    if [ -n "${SEED_DIR:-}" ]; then
+        seed_dir=$SEED_DIR
+    elif [ -n "$seed_cache" ]; then
+        seed_dir=$seed_cache/seed-$kind-$mib
+    else
+        seed_dir=$work/seed-$kind
+    fi
+    # A built seed serves when its containers.list names as many images as the precache wants.
+    if [ -f "$seed_dir/index.json" ] && [ -f "$seed_dir/containers.list" ] &&
+        { [ "$precache_n" = 0 ] || [ "$(grep -c . "$seed_dir/containers.list")" = "$precache_n" ]; }; then
+        return
+    fi
+    [ -z "${SEED_DIR:-}" ] || {
+        echo "SEED_DIR $SEED_DIR is not a seed of make-big-seed.sh with PRECACHE_IMAGES=$precache_n" >&2
+        return 1
+    }
+    t0=$(now_us)
+    SEED_KIND=$kind PRECACHE_IMAGES=$precache_n bash "$here/make-big-seed.sh" "$seed_dir" "$mib"
+    echo "seed built in $(secs $(($(now_us) - t0))) s"
+}
+
+# The precache images, pushed once under the names the seeds' containers.list gives them (release
+# registry replaced by the local one). Pushes run 10 at a time: untimed setup.
+precache_ready=0
+push_precache_images() { # push_precache_images LIST
+    [ "$precache_n" -gt 0 ] && [ "$precache_ready" = 0 ] || return 0
+    [ "$(grep -c . "$1")" = "$precache_n" ] || {
+        echo "the seed's containers.list names $(grep -c . "$1") images, PRECACHE_IMAGES is $precache_n" >&2
+        return 1
+    }
+    bash "$here/make-precache-images.sh" "$work/precache" "$precache_n"
+    local line
+    while read -r line || [ -n "$line" ]; do
+        [ -n "$line" ] || continue
+        local name=${line#*/}
+        local t=${name##*/}
+        echo "oci:$work/precache:${t%%:*} docker://$reg/$name"
+    done <"$1" | xargs -P 10 -L 1 skopeo copy -q --dest-tls-verify=false
+    precache_ready=1
+}
 
 metal=$work/metal.img
 bash "$repo_root/seed-fixtures/make-metal-image.sh" "$metal" 1G >/dev/null
@@ -195,6 +259,7 @@ prepare_pipeline_target() { # ibi's write-rhcos .. mount-targets, with sfdisk an
     start=$(((disk_bytes - (extra_gib << 30)) / 512 / 2048 * 2048))
     echo "start=$start,name=var-lib-containers" | sfdisk -q --append "$f" 2>/dev/null
     echo ",+" | sfdisk -q -N 4 "$f" 2>/dev/null
+    rm -rf "$work/a"
     mkdir -p "$work/a/mnt" "$work/a/containers" "$work/a/run" "$work/a/live/var/tmp"
     part_loop "$f" 5
     mkfs.xfs -q -f "$dev"
@@ -206,11 +271,24 @@ prepare_pipeline_target() { # ibi's write-rhcos .. mount-targets, with sfdisk an
     mount "$dev" "$work/a/mnt/boot"
 }
 
+# skopeo_precache STORAGE P: every image of the live containers.list (registry rewritten) into the
+# containers-storage at STORAGE, P at a time, as lca-cli's pool pulls them; prints the wall µs.
+skopeo_precache() {
+    local storage=$1 p=$2 t0
+    sed "s|^release.ibi-fixture.example/|$reg/|" "$work/a/live/var/tmp/containers.list" | grep . >"$work/a/images"
+    sync
+    t0=$(now_us)
+    xargs -P "$p" -I '{}' skopeo copy -q --src-tls-verify=false "docker://{}" \
+        "containers-storage:[$driver@$storage+$work/a/run-p$p]{}" <"$work/a/images"
+    echo $(($(now_us) - t0))
+}
+
 run_pipeline() {
     local mnt=$work/a/mnt storage=$work/a/containers/storage
     local sref="containers-storage:[$driver@$storage+$work/a/run]$seed_ref"
-    local m=$work/a/image ws layer booted commit version stateroot deploydir line
+    local m=$work/a/image ws layer booted commit version stateroot deploydir line p
     local -a kargs=()
+    phase_us=() phase_rss=()
     prepare_pipeline_target
     sync
     local t0
@@ -257,7 +335,16 @@ run_pipeline() {
     step cleanup skopeo delete "$sref"
     step cleanup rm -rf "$ws"
     pipeline_us=$(($(now_us) - t0))
-    a_summary=$(summarize "$mnt" "$stateroot" "$work/a.var")
+    ref_precache_us=0 ref_precache_images=0
+    declare -gA extra_precache_us=()
+    if [ "$precache_n" -gt 0 ]; then
+        ref_precache_us=$(skopeo_precache "$storage" "$precache_p")
+        ref_precache_images=$(jq length "$storage/$driver-images/images.json")
+        for p in $precache_extra_p; do
+            extra_precache_us[$p]=$(skopeo_precache "$work/a/containers/storage-p$p" "$p")
+        done
+    fi
+    a_summary=$(summarize "$mnt" "$stateroot" "$work/a.files")
     # Both targets' root filesystems carry the metal image's fixed XFS UUID, and XFS refuses to mount
     # a second one while the first is mounted: a's target goes away before b.
     # (containers/storage leaves its overlay dir bind-mounted on itself, under a/containers.)
@@ -266,43 +353,67 @@ run_pipeline() {
     rm -f "$work/disk-a.img"
 }
 
-# summarize ROOT STATEROOT LIST: what the restore produced, to compare a and b; the stateroot var's
-# files ("size path") go to LIST, except var/usrlocal/bin/ibi, which ibi's install-host-unit adds
-# (the binary its host unit runs; lca-cli's seed brings lca-cli there through var.tgz).
+# summarize ROOT STATEROOT LIST: what the restore produced, to compare a and b. LIST gets one line per
+# entry of the deployment (its origin included) and of the stateroot's var: type, mode, owner, size
+# and link target or SHA-256, never times. Left out: what ibi's install-host-unit adds (its unit, the
+# enable links and the .wants dir only it makes, var/usrlocal/bin/ibi; lca-cli's seed brings lca-cli
+# there through var.tgz) and directory sizes (they depend on the order entries were made).
 summarize() {
-    local st=$2 dd
+    local st=$2 dd name
     dd=$(ls -d "$1/ostree/deploy/$st/deploy/"*.0)
-    (cd "$1/ostree/deploy/$st" && find var -type f ! -path var/usrlocal/bin/ibi -printf '%s %p\n' | sort -k2) >"$3"
-    printf 'deployment %s; origin %s; var %s files %s bytes; db %s; bulk-file %s; hostname %s; motd %s\n' \
-        "$st/${dd##*/}" "$([ -f "$dd.origin" ] && echo yes || echo no)" "$(wc -l <"$3")" \
-        "$(awk '{ s += $1 } END { print s }' "$3")" \
-        "$(sha256sum "$1/ostree/deploy/$st/var/lib/etcd/member/snap/db" | cut -c1-12)" \
-        "$(sha256sum "$dd/usr/lib/ibi-bulk/d000/f00000" | cut -c1-12)" \
-        "$(cat "$dd/etc/hostname")" "$([ -e "$dd/etc/motd" ] && echo present || echo deleted)"
+    name=${dd##*/}
+    (
+        cd "$1/ostree/deploy/$st"
+        find var "deploy/$name" "deploy/$name.origin" ! -type f ! -type d -printf '%y %m %U:%G %s %p -> %l\n'
+        find var "deploy/$name" "deploy/$name.origin" -type d -printf '%y %m %U:%G - %p\n'
+        find var "deploy/$name" "deploy/$name.origin" -type f -printf '%p\t%y %m %U:%G %s\n' | sort >"$3.meta"
+        find var "deploy/$name" "deploy/$name.origin" -type f -print0 | sort -z | xargs -0 -r sha256sum |
+            awk '{ h = $1; sub(/^[0-9a-f]+  /, ""); print $0 "\t" h }' >"$3.hash"
+        join -t $'\t' "$3.meta" "$3.hash" | awk -F '\t' '{ print $2 " " $1 " " $3 }'
+    ) | grep -v -e 'ibi-fetch-config\.service' -e 'installation-configuration\.service\.wants' \
+        -e ' var/usrlocal/bin/ibi$' -e ' var/usrlocal/bin/ibi ' | sort -k5 >"$3"
+    printf 'deployment %s; origin %s; %s entries, %s file bytes; hostname %s; motd %s; content %s\n' \
+        "$st/$name" "$([ -f "$dd.origin" ] && echo yes || echo no)" "$(wc -l <"$3")" \
+        "$(awk '$1 == "f" { s += $4 } END { printf "%d", s }' "$3")" \
+        "$(cat "$dd/etc/hostname")" "$([ -e "$dd/etc/motd" ] && echo present || echo deleted)" \
+        "$(sha256sum "$3" | cut -c1-12)"
 }
 
 # --- b. ibi agent install ------------------------------------------------------------------------------------
 run_ibi() {
-    local b=$work/b f=$work/disk-b.img disk t0 hwm=0 v
+    local b=$work/b f=$work/disk-b.img disk t0 hwm=0 v precache_off=true
+    rm -rf "$b"
     mkdir -p "$b/live/var/tmp" "$b/mnt" "$b/containers"
     new_disk "$f"
     disk=$(losetup -f --show "$f")
+    [ "$precache_n" = 0 ] || precache_off=false
     printf '{"auths":{}}\n' >"$b/live/var/tmp/pull-secret.json"
-    printf '{"installationDisk":"%s","seedImage":"%s","seedVersion":"%s","extraPartitionStart":"-%dG","skipDiskCleanup":true,"precacheDisabled":true,"shutdown":false}\n' \
-        "$disk" "$seed_ref" "$tag" "$extra_gib" >"$b/live/var/tmp/ibi-configuration.json"
+    printf '{"installationDisk":"%s","seedImage":"%s","seedVersion":"%s","extraPartitionStart":"-%dG","skipDiskCleanup":true,"precacheDisabled":%s,"releaseRegistry":"%s","shutdown":false}\n' \
+        "$disk" "$seed_ref" "$tag" "$extra_gib" "$precache_off" "$reg" >"$b/live/var/tmp/ibi-configuration.json"
     printf '[[registry]]\nlocation = "%s"\ninsecure = true\n' "$reg" >"$b/registries.conf"
+    local -a args=(--log-level info agent install -f "$b/live/var/tmp/ibi-configuration.json"
+        --root "$b/live" --sysroot-mount "$b/mnt" --containers-mount "$b/containers"
+        --state-file "$b/state.json" --status-file "$b/status.json" --registries-conf "$b/registries.conf"
+        --coreos-installer "$work/coreos-installer" --storage-driver "$driver" --fresh)
     sync
     t0=$(now_us)
-    /usr/bin/time -f '%e %M' -o "$b/time" "$ibi" --log-level info agent install \
-        -f "$b/live/var/tmp/ibi-configuration.json" --root "$b/live" --sysroot-mount "$b/mnt" \
-        --containers-mount "$b/containers" --state-file "$b/state.json" --status-file "$b/status.json" \
-        --registries-conf "$b/registries.conf" --coreos-installer "$work/coreos-installer" --fresh \
-        2>"$b/log" &
+    # Each log line gets the seconds since the start, to see where a step's time goes. The reader
+    # sits on a FIFO, not a process substitution, so that $! below is GNU time's PID.
+    mkfifo "$b/log.fifo"
+    (while IFS= read -r line; do
+        v=${EPOCHREALTIME/./}
+        printf '%4d.%02d %s\n' $(((v - t0) / 1000000)) $(((v - t0) % 1000000 / 10000)) "$line"
+    done <"$b/log.fifo" >"$b/log") &
+    local reader_pid=$!
+    /usr/bin/time -f '%e %M' -o "$b/time" "$ibi" "${args[@]}" 2>"$b/log.fifo" &
     time_pid=$!
     while kill -0 "$time_pid" 2>/dev/null; do
         [ -n "$ibi_pid" ] || ibi_pid=$(cat "/proc/$time_pid/task/$time_pid/children" 2>/dev/null || true)
         ibi_pid=${ibi_pid%% *}
-        v=$(awk '/^VmHWM:/ { print $2 }' "/proc/$ibi_pid/status" 2>/dev/null || true)
+        v=$(awk '/^VmHWM:/ { h = $2 } /^VmRSS:/ { r = $2 } END { if (h) print h, r }' "/proc/$ibi_pid/status" 2>/dev/null || true)
+        # "seconds RSS-KiB" every sample, kept with KEEP_LOGS: where in the run the peak is.
+        [ -z "$v" ] || echo "$(secs $((${EPOCHREALTIME/./} - t0))) ${v#* }" >>"$b/rss"
+        v=${v%% *}
         [ -z "$v" ] || [ "$v" -le "$hwm" ] || hwm=$v
         sleep 0.1
     done
@@ -310,9 +421,11 @@ run_ibi() {
     wait "$time_pid" || rc=$?
     time_pid='' ibi_pid=''
     ibi_us=$(($(now_us) - t0))
+    # The timestamping reader ends when ibi's stderr closes.
+    wait "$reader_pid" || true
     if [ "$rc" != 0 ]; then
         echo "ibi agent install failed (exit $rc); command:" >&2
-        echo "  $ibi --log-level info agent install -f $b/live/var/tmp/ibi-configuration.json --root $b/live --sysroot-mount $b/mnt --containers-mount $b/containers --state-file $b/state.json --status-file $b/status.json --registries-conf $b/registries.conf --coreos-installer $work/coreos-installer --fresh" >&2
+        echo "  $ibi ${args[*]}" >&2
         echo "  config: $(cat "$b/live/var/tmp/ibi-configuration.json")" >&2
         tail -30 "$b/log" >&2
         return 1
@@ -322,43 +435,60 @@ run_ibi() {
     # Log lines "…INFO <step>: done in X.Y s[ (counts)]", ANSI colours stripped.
     sed 's/\x1b\[[0-9;]*m//g' "$b/log" | grep -o '[a-z-]*: done in [0-9.]* s' >"$b/steps"
     ibi_restore_us=$(awk '$1 ~ /^(fetch-seed|deploy|restore-etc):$/ { s += $4 } END { printf "%d", s * 1e6 }' "$b/steps")
+    ibi_fetch_us=$(awk '$1 == "fetch-seed:" { printf "%d", $4 * 1e6 }' "$b/steps")
+    ibi_deploy_us=$(awk '$1 == "deploy:" { printf "%d", $4 * 1e6 }' "$b/steps")
+    ibi_precache_us=$(awk '$1 == "precache:" { printf "%d", $4 * 1e6 }' "$b/steps")
+    ibi_precache_us=${ibi_precache_us:-0}
     [ "$(grep -cE '^(fetch-seed|deploy|restore-etc):' "$b/steps")" = 3 ] || {
         echo "ibi log lacks fetch-seed/deploy/restore-etc timings:" >&2
         cat "$b/log" >&2
         return 1
     }
-    # Check the result: mount its root (partition 4) and boot read-only.
+    ibi_precache_images=0
+    # Check the result: mount its root (partition 4), boot and the container partition read-only.
     local st=rhcos_${tag//-/_}
     mkdir -p "$b/check"
     part_loop "$f" 4
     mount -o ro "$dev" "$b/check"
     part_loop "$f" 3
     mount -o ro "$dev" "$b/check/boot"
-    b_summary=$(summarize "$b/check" "$st" "$work/b.var")
+    b_summary=$(summarize "$b/check" "$st" "$work/b.files")
     umount "$b/check/boot" "$b/check"
+    if [ "$precache_n" -gt 0 ]; then
+        part_loop "$f" 5
+        mount -o ro,norecovery "$dev" "$b/check"
+        ibi_precache_images=$(jq length "$b/check/storage/$driver-images/images.json")
+        umount "$b/check"
+    fi
+    # The loops over the partitions, then the disk's own.
+    for d in $(losetup -n -O NAME -j "$f"); do
+        for p in $(losetup -n -O NAME -j "$d"); do losetup -d "$p" || true; done
+        losetup -d "$d" || true
+    done
+    rm -f "$f"
 }
 
-pipeline_us=0 ibi_us=0
-if [ "${IBI_FIRST:-0}" = 1 ] && [ "$have_ibi" = 1 ]; then
-    run_ibi
-    run_pipeline
-else
-    run_pipeline
-    [ "$have_ibi" = 0 ] || run_ibi
-fi
-
-# --- report --------------------------------------------------------------------------------------------------
-peak=0
-for p in "${phases[@]}"; do [ "${phase_rss[$p]:-0}" -le "$peak" ] || peak=${phase_rss[$p]}; done
-echo
-echo "seed: layer $layer_bytes bytes; storage driver $driver; disk ${disk_gib} GiB, extra partition ${extra_gib} GiB"
-echo "a. lca-cli pipeline (s, peak RSS of the largest process in MiB):"
-for p in "${phases[@]}"; do
-    printf '   %-11s %7s  %5d\n' "$p" "$(secs "${phase_us[$p]:-0}")" $((${phase_rss[$p]:-0} / 1024))
-done
-printf '   %-11s %7s  %5d\n' total "$(secs "$pipeline_us")" $((peak / 1024))
-echo "   result: $a_summary"
-if [ "$have_ibi" = 1 ]; then
+# --- per seed kind: both halves, then the report -------------------------------------------------------------
+report() {
+    local kind=$1 p
+    local peak=0
+    for p in "${phases[@]}"; do [ "${phase_rss[$p]:-0}" -le "$peak" ] || peak=${phase_rss[$p]}; done
+    echo
+    echo "== seed $kind: layer $layer_bytes bytes; storage driver $driver; disk ${disk_gib} GiB, extra partition ${extra_gib} GiB"
+    echo "a. lca-cli pipeline (s, peak RSS of the largest process in MiB):"
+    for p in "${phases[@]}"; do
+        printf '   %-11s %7s  %5d\n' "$p" "$(secs "${phase_us[$p]:-0}")" $((${phase_rss[$p]:-0} / 1024))
+    done
+    printf '   %-11s %7s  %5d\n' total "$(secs "$pipeline_us")" $((peak / 1024))
+    echo "   result: $a_summary"
+    if [ "$precache_n" -gt 0 ]; then
+        printf '   precache: %d images, skopeo copy %d-way: %s s (%d images in the storage)\n' \
+            "$precache_n" "$precache_p" "$(secs "$ref_precache_us")" "$ref_precache_images"
+        for p in $precache_extra_p; do
+            printf '   precache, %d-way (not a target): %s s\n' "$p" "$(secs "${extra_precache_us[$p]}")"
+        done
+    fi
+    [ "$have_ibi" = 1 ] || return 0
     echo "b. ibi agent install (s, from its log):"
     sed 's/^/   /' "$work/b/steps"
     printf '   restore (fetch-seed + deploy + restore-etc) %s s; whole run %s s\n' \
@@ -366,12 +496,55 @@ if [ "$have_ibi" = 1 ]; then
     printf '   peak RSS: ibi VmHWM %d MiB; GNU time %%M (ibi or a waited child) %d MiB\n' \
         $((ibi_hwm / 1024)) $((ibi_time_rss / 1024))
     echo "   result: $b_summary"
-    if [ "$a_summary" = "$b_summary" ]; then
-        echo "   same restored content in a and b (var/usrlocal/bin/ibi aside)"
+    local same=no
+    if cmp -s "$work/a.files" "$work/b.files"; then
+        same=yes
+        echo "   same restored content in a and b (what install-host-unit adds aside)"
     else
-        echo "WARNING: a and b differ; var files only in a (<) or only in b (>), or of another size:"
-        diff "$work/a.var" "$work/b.var" | grep '^[<>]' | sed 's/^/     /' || true
+        echo "WARNING: a and b differ; entries only in a (<) or only in b (>):"
+        diff "$work/a.files" "$work/b.files" | grep '^[<>]' | head -40 | sed 's/^/     /' || true
     fi
-    awk -v i="$ibi_restore_us" -v p="$pipeline_us" -v c="${phase_us[cleanup]:-0}" 'BEGIN {
-        printf "ratio ibi restore / pipeline: %.2fx (target <= 0.70x); without the pipeline cleanup phase: %.2fx\n", i / p, i / (p - c) }'
-fi
+    local ratio pratio target
+    case $kind in os) target=0.35 ;; *) target=0.50 ;; esac
+    ratio=$(awk -v i="$ibi_restore_us" -v p="$pipeline_us" 'BEGIN { printf "%.2f", i / p }')
+    awk -v i="$ibi_restore_us" -v p="$pipeline_us" -v c="${phase_us[cleanup]:-0}" -v t="$target" 'BEGIN {
+        printf "ratio ibi restore / pipeline: %.2fx (target <= %.2fx); without the pipeline cleanup phase: %.2fx\n", i / p, t, i / (p - c) }'
+    pratio=-
+    if [ "$precache_n" -gt 0 ]; then
+        pratio=$(awk -v i="$ibi_precache_us" -v p="$ref_precache_us" 'BEGIN { printf "%.2f", i / p }')
+        printf 'precache: ibi %s s (%d images in the storage) / skopeo %d-way %s s: %sx (target <= 1.00x)\n' \
+            "$(secs "$ibi_precache_us")" "$ibi_precache_images" "$precache_p" "$(secs "$ref_precache_us")" "$pratio"
+    fi
+    printf 'RESULT kind=%s layer=%s pipeline=%s pull=%s ostree=%s pull-local=%s deploy=%s var=%s ibi_fetch=%s ibi_deploy=%s ibi_restore=%s ibi_run=%s ratio=%s precache_ref=%s precache_ibi=%s precache_ratio=%s hwm_mib=%d time_rss_mib=%d same=%s\n' \
+        "$kind" "$layer_bytes" "$(secs "$pipeline_us")" "$(secs "${phase_us[pull]:-0}")" \
+        "$(secs "${phase_us[ostree]:-0}")" "$(secs "${phase_us[pull-local]:-0}")" \
+        "$(secs "${phase_us[deploy]:-0}")" "$(secs "${phase_us[var]:-0}")" "$(secs "$ibi_fetch_us")" \
+        "$(secs "$ibi_deploy_us")" "$(secs "$ibi_restore_us")" "$(secs "$ibi_us")" "$ratio" \
+        "$(secs "$ref_precache_us")" "$(secs "$ibi_precache_us")" "$pratio" $((ibi_hwm / 1024)) \
+        $((ibi_time_rss / 1024)) "$same"
+    if [ -n "${KEEP_LOGS:-}" ]; then
+        mkdir -p "$KEEP_LOGS"
+        cp "$work/b/log" "$KEEP_LOGS/ibi-$kind.log"
+        cp "$work/b/rss" "$KEEP_LOGS/ibi-$kind.rss" 2>/dev/null || true
+        cp "$work/a.files" "$KEEP_LOGS/a-$kind.files"
+        cp "$work/b.files" "$KEEP_LOGS/b-$kind.files"
+    fi
+}
+
+for kind in $seed_kinds; do
+    seed_for "$kind"
+    seed_ref=$reg/ibi/seed-$kind:$tag
+    skopeo copy -q --dest-tls-verify=false "oci:$seed_dir:$tag" "docker://$seed_ref"
+    layer_bytes=$(skopeo inspect --tls-verify=false --raw "docker://$seed_ref" | jq '[.layers[].size] | add')
+    echo "seed $seed_ref: layer $layer_bytes bytes"
+    push_precache_images "$seed_dir/containers.list"
+    pipeline_us=0 ibi_us=0
+    if [ "${IBI_FIRST:-0}" = 1 ] && [ "$have_ibi" = 1 ]; then
+        run_ibi
+        run_pipeline
+    else
+        run_pipeline
+        [ "$have_ibi" = 0 ] || run_ibi
+    fi
+    report "$kind"
+done

@@ -1,9 +1,11 @@
-//! Small, boring helpers: atomic file writes, logging setup, progress bars and a guard for YAML input.
+//! Small, boring helpers: atomic file writes, logging setup, progress bars, a guard for YAML input and
+//! a reader on its own thread.
 
 pub mod digest;
 pub mod file_version;
 pub mod fs;
 pub mod logging;
 pub mod progress;
+pub mod read_ahead;
 pub mod secret;
 pub mod yaml;

@@ -363,3 +363,87 @@ fn check_undeploy(target: &Target, checksum: &str, rhcos_commit: &str) {
     );
     assert_eq!(target.status().len(), 1);
 }
+
+/// The agent extracts `ostree.tgz` on the target's root filesystem, as here: the seed's bare
+/// objects are then renamed into the sysroot's repo before the pull. Checked: they left the seed
+/// repo, the commit stayed for the pull, one the sysroot already had (the shared `/usr/bin/sh`)
+/// stayed too, the deployment is complete, `ostree fsck` finds the repo sound, and a run that
+/// finds half the objects already moved (a crash between renames) finishes the job.
+#[test]
+fn bare_seed_objects_move_into_the_sysroot_repo_as_root() {
+    if should_skip("bare_seed_objects_move_into_the_sysroot_repo_as_root") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let target = Target::new(work.path());
+    let rhcos_commit = target.install_rhcos(work.path());
+    let seed_repo = work.path().join("seed-repo");
+    make_tree(&work.path().join("seed-tree"), "seed");
+    run(
+        "ostree",
+        &["init", "--mode=bare", &format!("--repo={}", s(&seed_repo))],
+    );
+    let checksum = commit(&seed_repo, &work.path().join("seed-tree"));
+    let tgz = work.path().join("ostree.tgz");
+    run("tar", &["czf", s(&tgz), "-C", s(&seed_repo), "."]);
+    let extracted = target.root().join("ostree/ibi-work/repo");
+    fs::create_dir_all(&extracted).unwrap();
+    extract_tgz(File::open(&tgz).unwrap(), &extracted, &mut |_| {}).unwrap();
+
+    let objects = |repo: &Path, suffix: &str| -> Vec<String> {
+        let mut found = Vec::new();
+        for dir in fs::read_dir(repo.join("objects")).unwrap() {
+            for entry in fs::read_dir(dir.unwrap().path()).unwrap() {
+                let name = entry.unwrap().file_name().into_string().unwrap();
+                if name.ends_with(suffix) {
+                    found.push(name);
+                }
+            }
+        }
+        found.sort();
+        found
+    };
+    let seed_files = objects(&extracted, ".file");
+    let sysroot_repo = target.root().join("ostree/repo");
+    let shared: Vec<String> = objects(&sysroot_repo, ".file")
+        .into_iter()
+        .filter(|n| seed_files.contains(n))
+        .collect();
+    assert!(!shared.is_empty(), "the trees share /usr/bin/sh");
+    // A crash after some renames: one object already moved, as the agent would have.
+    let moved = seed_files.iter().find(|n| !shared.contains(n)).unwrap();
+    let prefix = checksum_prefix_of(&extracted, moved);
+    fs::rename(
+        extracted.join("objects").join(&prefix).join(moved),
+        sysroot_repo.join("objects").join(&prefix).join(moved),
+    )
+    .or_else(|_| {
+        fs::create_dir_all(sysroot_repo.join("objects").join(&prefix))?;
+        fs::rename(
+            extracted.join("objects").join(&prefix).join(moved),
+            sysroot_repo.join("objects").join(&prefix).join(moved),
+        )
+    })
+    .unwrap();
+
+    let kargs = kernel_args(MCO_CURRENTCONFIG).unwrap();
+    let deployed = restore(&extracted, &checksum, &target, &kargs);
+    assert_seed_deployed(&target, &deployed, &checksum, &kargs);
+    // Left behind: the commit (the pull copies it) and the content the sysroot already had.
+    assert_eq!(objects(&extracted, ".commit").len(), 1);
+    assert_eq!(objects(&extracted, ".file"), shared);
+    run("ostree", &["fsck", &target.repo_arg()]);
+    assert!(target.has_commit(&rhcos_commit));
+    assert!(target.has_commit(&checksum));
+}
+
+/// The `objects/XX` directory holding the object named `rest` (`<62 hex>.<kind>`) in `repo`.
+fn checksum_prefix_of(repo: &Path, rest: &str) -> String {
+    for dir in fs::read_dir(repo.join("objects")).unwrap() {
+        let dir = dir.unwrap();
+        if dir.path().join(rest).exists() {
+            return dir.file_name().into_string().unwrap();
+        }
+    }
+    panic!("{rest} is not in {}", repo.display());
+}

@@ -3,12 +3,12 @@
 //! (`ibi::agent::restore_files`), against archives built here with the `tar` crate or GNU tar.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
-use std::cell::Cell;
 use std::fs;
 use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use flate2::Compression;
@@ -487,7 +487,7 @@ fn deletions_escaping_the_root_fail_before_deleting_anything() {
 struct TarGenerator {
     header: Vec<u8>,
     size: u64,
-    produced: Rc<Cell<u64>>,
+    produced: Arc<AtomicU64>,
 }
 
 impl TarGenerator {
@@ -515,13 +515,13 @@ impl Read for TarGenerator {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let total = 512 + self.size.next_multiple_of(512) + 1024;
         let mut filled = 0;
-        while filled < buf.len() && self.produced.get() < total {
-            let pos = self.produced.get();
+        while filled < buf.len() && self.produced.load(Ordering::Relaxed) < total {
+            let pos = self.produced.load(Ordering::Relaxed);
             let (byte, run) = self.run_at(pos);
             let len = (buf.len() - filled).min(usize::try_from(run.min(total - pos)).unwrap());
             buf[filled..filled + len].fill(byte);
             filled += len;
-            self.produced.set(pos + len as u64);
+            self.produced.store(pos + len as u64, Ordering::Relaxed);
         }
         Ok(filled)
     }
@@ -533,7 +533,8 @@ fn a_large_archive_streams_through_a_small_window() {
     let mut header = Tgz::header(EntryType::Regular, "var/big", 0o644, MTIME);
     header.set_size(SIZE);
     header.set_cksum();
-    let produced = Rc::new(Cell::new(0));
+    // Shared with the gunzip thread, which is where the extractor reads the generator.
+    let produced = Arc::new(AtomicU64::new(0));
     let generator = TarGenerator {
         header: header.as_bytes().to_vec(),
         size: SIZE,
@@ -549,13 +550,15 @@ fn a_large_archive_streams_through_a_small_window() {
         calls += 1;
         // Everything the generator produced but the extractor has not yet written is buffered
         // somewhere between them (gzip, gunzip, tar, our copy buffer).
-        widest = widest.max(produced.get() - 512 - written);
+        widest = widest.max(produced.load(Ordering::Relaxed) - 512 - written);
     })
     .unwrap();
     assert_eq!(report.bytes, SIZE);
     assert_eq!(fs::metadata(dest.join("var/big")).unwrap().len(), SIZE);
     println!("widest window between the generator and the disk: {widest} bytes");
-    assert!(widest < 512 << 10, "{widest} bytes were buffered");
+    // The gunzip thread reads ahead by at most 4 blocks of 256 KiB plus the one being untarred;
+    // with the decoders' and the copy buffer's share, the window stays under 2 MiB.
+    assert!(widest < 2 << 20, "{widest} bytes were buffered");
     assert!(
         calls >= SIZE / (128 << 10),
         "progress was reported only {calls} times"

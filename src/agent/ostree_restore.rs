@@ -6,6 +6,7 @@
 //! `ostree` crate at `v2022_7`), no `ostree` process is run. A re-run after a crash finds the
 //! deployment already made and returns it.
 
+mod adopt;
 mod seed;
 mod sysroot;
 mod undeploy;

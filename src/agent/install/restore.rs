@@ -11,6 +11,7 @@
 
 use std::fs;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use tracing::{info, warn};
@@ -20,6 +21,7 @@ use crate::agent::ostree_restore::{
 };
 use crate::agent::restore_files::{
     apply_deletions, extract_tgz, merge_tree, restore_etc, restore_var, sync_filesystem,
+    syncing_in_background,
 };
 use crate::agent::seed_fetch::{
     CONTAINERS_LIST, ETC_DELETIONS, ETC_TGZ, LCA_CLI, MANIFEST_JSON, MCO_CURRENTCONFIG_JSON,
@@ -33,6 +35,10 @@ use crate::util::fs::{Clobber, write_atomic};
 /// The work directory on the target's root filesystem (beside the sysroot repo, so the pull can
 /// hardlink and the staged `/etc` can be renamed into the deployment).
 const WORK_DIR: &str = "ostree/ibi-work";
+/// How often the extracted data is pushed to the disk while the seed streams: the step must end
+/// with it durable, and writing it as it comes overlaps the disk with the inflating instead of
+/// adding a long sync at the end (about 0.9 s for a 1 GiB seed on the benchmark's loop disk).
+const BACKGROUND_SYNC: Duration = Duration::from_millis(500);
 /// Mode of the saved seed documents: `manifest.json` names the seed cluster, nothing secret, but the
 /// whole state directory is private.
 const DOC_MODE: u32 = 0o600;
@@ -129,7 +135,9 @@ pub fn fetch_seed(
     });
     files.ignore(LCA_CLI).ignore(RECERT_CONFIG_JSON);
 
-    let (report, outcome) = walk_seed_files(source, files)?;
+    let (report, outcome) = syncing_in_background(&paths.sysroot, BACKGROUND_SYNC, || {
+        walk_seed_files(source, files)
+    })?;
     for (name, size) in &outcome.unexpected {
         warn!("the seed has an unexpected file {name} ({size} bytes); ignored");
     }

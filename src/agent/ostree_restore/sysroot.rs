@@ -74,12 +74,15 @@ impl LockedSysroot {
     /// hardlinked when both repos share a filesystem. Unlike lca-cli, which pulls every ref of the
     /// seed repo, only the booted commit is pulled: a rollback deployment's commit in the seed
     /// would only waste space on the target.
+    ///
+    /// Objects of a bare seed repo are first moved in by rename ([`super::adopt`]); the pull then
+    /// only imports the commit and checks the tree is complete.
     pub(super) fn pull_commit(&self, seed_repo: &Path, checksum: &str) -> Result<()> {
         let url = gio::File::for_path(seed_repo).uri();
+        let repo = self.sysroot.repo();
+        super::adopt::adopt_objects(seed_repo, &repo, &self.path.join("ostree/repo"))?;
         info!(seed_repo = %seed_repo.display(), checksum, "pulling the seed commit");
-        self.sysroot
-            .repo()
-            .pull_with_options(&url, &pull_options(checksum), None, NO_CANCEL)
+        repo.pull_with_options(&url, &pull_options(checksum), None, NO_CANCEL)
             .with_context(|| {
                 format!(
                     "pulling commit {checksum} from the seed repo {} into {}",

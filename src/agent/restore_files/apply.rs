@@ -3,7 +3,13 @@
 //! nothing after the mtime changes it. Directories get their mode, owner and mtime once the whole
 //! archive is in, deepest first, so adding their contents neither fails on a read-only directory
 //! nor moves the mtime the archive recorded.
+//!
+//! System calls per member are kept few, since they are most of an extraction's cost once inflating
+//! runs on its own thread: parent directories are checked once per extraction, not once per member,
+//! and a new file is created with `O_EXCL` straight away, the path cleared only when something is
+//! already there.
 
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::{self, File, FileTimes, OpenOptions};
 use std::io::{Read, Write};
@@ -48,6 +54,12 @@ pub(super) struct Extractor<'a> {
     progress: &'a mut dyn FnMut(u64),
     buffer: Vec<u8>,
     dirs: Vec<(PathBuf, Meta)>,
+    /// Directories checked on the way to earlier members and reached without symlinks: members
+    /// under them skip the check (see `paths::resolve_known`). A directory is forgotten, with what
+    /// is under it, when a member that is not a directory lands on it (which could put a symlink in
+    /// the way); all are forgotten when a member is reached through a symlink, since it may land
+    /// on a known directory under another name.
+    known_dirs: HashSet<PathBuf>,
     last: String,
     report: RestoreReport,
 }
@@ -65,6 +77,7 @@ impl<'a> Extractor<'a> {
             progress,
             buffer: vec![0; BUFFER],
             dirs: Vec::new(),
+            known_dirs: HashSet::new(),
             last: String::new(),
             report: RestoreReport::default(),
         }
@@ -95,8 +108,13 @@ impl<'a> Extractor<'a> {
             return Ok(()); // `./`: the destination itself, whose metadata is not the archive's to set
         };
         paths::check_top(&rel, self.top)?;
-        let path = paths::resolve(self.dest, &rel, Parents::Create)?
-            .context("parent directory missing")?;
+        let landing = paths::resolve_known(self.dest, &rel, &mut self.known_dirs)?;
+        let path = landing.path;
+        if !landing.plain {
+            self.known_dirs.clear();
+        } else if kind != EntryType::Directory && self.known_dirs.contains(&path) {
+            self.known_dirs.retain(|known| !known.starts_with(&path));
+        }
         let meta = self.read_meta(entry)?;
         match kind {
             EntryType::Directory => self.directory(path, meta)?,
@@ -148,13 +166,22 @@ impl<'a> Extractor<'a> {
     }
 
     fn file<R: Read>(&mut self, data: &mut R, path: &Path, meta: &Meta) -> Result<()> {
-        paths::clear(path, false)?;
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .with_context(|| format!("creating {}", path.display()))?;
+        let create = || {
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+        };
+        // O_EXCL never follows a symlink: whatever is in the way fails the open and is cleared.
+        let mut file = match create() {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                paths::clear(path, false)?;
+                create()
+            }
+            other => other,
+        }
+        .with_context(|| format!("creating {}", path.display()))?;
         self.copy(data, &mut file, path)?;
         self.finish_file(&file, path, meta)
     }
@@ -180,7 +207,9 @@ impl<'a> Extractor<'a> {
         }
         file.set_permissions(fs::Permissions::from_mode(meta.mode))
             .with_context(|| format!("setting the mode of {}", path.display()))?;
-        self.set_xattrs(path, &meta.xattrs);
+        self.set_xattrs_with(path, &meta.xattrs, |name, value| {
+            rustix::fs::fsetxattr(file, name, value, XattrFlags::empty())
+        });
         file.set_times(FileTimes::new().set_modified(system_time(meta.mtime)))
             .with_context(|| format!("setting the mtime of {}", path.display()))
     }
@@ -297,8 +326,20 @@ impl<'a> Extractor<'a> {
     /// Best effort: a filesystem or security module refusing an attribute is counted and warned
     /// about; the restore goes on (lca-cli's tar only warns too).
     fn set_xattrs(&mut self, path: &Path, xattrs: &[(OsString, Vec<u8>)]) {
+        self.set_xattrs_with(path, xattrs, |name, value| {
+            rustix::fs::lsetxattr(path, name, value, XattrFlags::empty())
+        });
+    }
+
+    /// [`Self::set_xattrs`] through `set` (by path, or on an open file: no path walk per label).
+    fn set_xattrs_with(
+        &mut self,
+        path: &Path,
+        xattrs: &[(OsString, Vec<u8>)],
+        set: impl Fn(&std::ffi::OsStr, &[u8]) -> rustix::io::Result<()>,
+    ) {
         for (name, value) in xattrs {
-            match rustix::fs::lsetxattr(path, name.as_os_str(), value, XattrFlags::empty()) {
+            match set(name.as_os_str(), value) {
                 Ok(()) => self.report.xattrs += 1,
                 Err(err) => {
                     self.report.xattr_failures += 1;

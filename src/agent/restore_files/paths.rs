@@ -2,6 +2,7 @@
 //! resolved one component at a time so that no `..`, absolute name or symlink leads out of the
 //! destination. Symlinks inside the destination that stay inside it are followed, as GNU tar does.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -55,7 +56,7 @@ pub(super) fn resolve(dest: &Path, rel: &Path, parents: Parents) -> Result<Optio
     };
     for component in rel.parent().into_iter().flat_map(Path::components) {
         current.push(component);
-        if !parent_ready(dest, &current, parents)? {
+        if parent_ready(dest, &current, parents)? == Parent::Missing {
             return Ok(None);
         }
     }
@@ -63,27 +64,79 @@ pub(super) fn resolve(dest: &Path, rel: &Path, parents: Parents) -> Result<Optio
     Ok(Some(current))
 }
 
-/// Makes sure `dir` is a directory inside `dest`, creating it if allowed; false if it is missing
-/// (for deletions, a parent that is not a directory or a dangling symlink also means missing).
-fn parent_ready(dest: &Path, dir: &Path, parents: Parents) -> Result<bool> {
+/// Where a member lands, as [`resolve`] with [`Parents::Create`] finds it.
+#[derive(Debug)]
+pub(super) struct Landing {
+    pub path: PathBuf,
+    /// No symlink on the way: the parents are plain directories of `dest`.
+    pub plain: bool,
+}
+
+/// [`resolve`] creating parents, for an extraction: directories in `known` are not checked again,
+/// and every parent checked and reached without a symlink is added to it. `known` must only ever
+/// hold such directories, with their ancestors below `dest` (what this function puts there); the
+/// caller removes a path and what is under it once something else may have landed there.
+pub(super) fn resolve_known(
+    dest: &Path,
+    rel: &Path,
+    known: &mut HashSet<PathBuf>,
+) -> Result<Landing> {
+    let mut current = dest.to_path_buf();
+    let Some(name) = rel.file_name() else {
+        bail!("empty path")
+    };
+    let mut plain = true;
+    for component in rel.parent().into_iter().flat_map(Path::components) {
+        current.push(component);
+        if plain && known.contains(&current) {
+            continue;
+        }
+        match parent_ready(dest, &current, Parents::Create)? {
+            Parent::Dir if plain => {
+                known.insert(current.clone());
+            }
+            Parent::Dir => {}
+            Parent::Symlink => plain = false,
+            Parent::Missing => bail!("parent directory missing"),
+        }
+    }
+    current.push(name);
+    Ok(Landing {
+        path: current,
+        plain,
+    })
+}
+
+/// What [`parent_ready`] found on the way to a member.
+#[derive(Debug, PartialEq, Eq)]
+enum Parent {
+    Dir,
+    /// A symlink to a directory inside the destination.
+    Symlink,
+    Missing,
+}
+
+/// Makes sure `dir` is a directory inside `dest`, creating it if allowed; `Missing` if it is not
+/// there (for deletions, a parent that is not a directory or a dangling symlink also means missing).
+fn parent_ready(dest: &Path, dir: &Path, parents: Parents) -> Result<Parent> {
     let must_exist = parents == Parents::MustExist;
     match fs::symlink_metadata(dir) {
-        Ok(meta) if meta.is_dir() => Ok(true),
+        Ok(meta) if meta.is_dir() => Ok(Parent::Dir),
         Ok(meta) if meta.file_type().is_symlink() => match symlink_inside(dest, dir)? {
-            Some(true) => Ok(true),
-            Some(false) if must_exist => Ok(false),
+            Some(true) => Ok(Parent::Symlink),
+            Some(false) if must_exist => Ok(Parent::Missing),
             Some(false) => bail!(
                 "`{}` is a symlink to something that is not a directory",
                 shown(dest, dir)
             ),
-            None if must_exist => Ok(false),
+            None if must_exist => Ok(Parent::Missing),
             None => bail!("`{}` is a dangling symlink", shown(dest, dir)),
         },
-        Ok(_) if must_exist => Ok(false),
+        Ok(_) if must_exist => Ok(Parent::Missing),
         Ok(_) => bail!("`{}` is not a directory", shown(dest, dir)),
-        Err(err) if err.kind() == io::ErrorKind::NotFound && must_exist => Ok(false),
+        Err(err) if err.kind() == io::ErrorKind::NotFound && must_exist => Ok(Parent::Missing),
         Err(err) if err.kind() == io::ErrorKind::NotFound => fs::create_dir(dir)
-            .map(|()| true)
+            .map(|()| Parent::Dir)
             .with_context(|| format!("creating directory {}", dir.display())),
         Err(err) => Err(err).with_context(|| format!("inspecting {}", dir.display())),
     }
@@ -185,6 +238,34 @@ mod tests {
         let full = resolve(&dest, rel, Parents::Create).unwrap().unwrap();
         assert_eq!(full, dest.join("a/b/c"));
         assert!(dest.join("a/b").is_dir());
+    }
+
+    #[test]
+    fn resolve_known_remembers_plain_parents_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().canonicalize().unwrap();
+        fs::create_dir_all(dest.join("real/sub")).unwrap();
+        std::os::unix::fs::symlink("real", dest.join("link")).unwrap();
+        let mut known = HashSet::new();
+        let plain = resolve_known(&dest, Path::new("a/b/f"), &mut known).unwrap();
+        assert!(plain.plain && plain.path == dest.join("a/b/f"));
+        assert!(dest.join("a/b").is_dir());
+        let via = resolve_known(&dest, Path::new("link/sub/f"), &mut known).unwrap();
+        assert!(!via.plain && via.path == dest.join("link/sub/f"));
+        let mut got: Vec<_> = known.iter().map(|p| shown(&dest, p)).collect();
+        got.sort();
+        assert_eq!(got, ["a", "a/b"]);
+        // A known parent is trusted without a look: the caller must forget what it replaces.
+        fs::remove_dir(dest.join("a/b")).unwrap();
+        fs::write(dest.join("a/b"), "").unwrap();
+        let stale = resolve_known(&dest, Path::new("a/b/g"), &mut known).unwrap();
+        assert_eq!(stale.path, dest.join("a/b/g"));
+        known.clear();
+        let err = resolve_known(&dest, Path::new("a/b/g"), &mut known).unwrap_err();
+        assert!(
+            err.to_string().contains("`a/b` is not a directory"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -40,8 +40,9 @@ pub enum Presence {
     Optional,
 }
 
-/// A consumer of one streamed file: its root-relative path, its bytes, its size.
-pub type StreamConsumer<'h> = Box<dyn FnMut(&str, &mut dyn Read, u64) -> Result<()> + 'h>;
+/// A consumer of one streamed file: its root-relative path, its bytes (`Send`, so the consumer may
+/// read them on a thread of its own), its size.
+pub type StreamConsumer<'h> = Box<dyn FnMut(&str, &mut (dyn Read + Send), u64) -> Result<()> + 'h>;
 
 enum Action<'h> {
     Collect { max: u64 },
@@ -107,7 +108,7 @@ impl<'h> SeedFiles<'h> {
         &mut self,
         pattern: &str,
         presence: Presence,
-        consumer: impl FnMut(&str, &mut dyn Read, u64) -> Result<()> + 'h,
+        consumer: impl FnMut(&str, &mut (dyn Read + Send), u64) -> Result<()> + 'h,
     ) -> &mut Self {
         self.route(pattern, presence, Action::Stream(Box::new(consumer)))
     }
@@ -128,7 +129,7 @@ impl<'h> SeedFiles<'h> {
     }
 
     /// Hands one file to its route; a file no route matches is recorded as unexpected.
-    pub fn handle(&mut self, path: &str, reader: &mut dyn Read, size: u64) -> Result<()> {
+    pub fn handle(&mut self, path: &str, reader: &mut (dyn Read + Send), size: u64) -> Result<()> {
         let Some(route) = self
             .routes
             .iter_mut()

@@ -4,9 +4,15 @@
 //! Layers are walked in manifest order and never merged: a path present in two layers is seen twice, the
 //! later one last, and whiteouts (`.wh.*`) are skipped. A seed has a single layer (lifecycle-agent
 //! reference §1.1), so this only matters for a seed someone rebuilt by hand.
+//!
+//! The layer's gunzip and tar walk run on a thread of their own ([`walk_layer`]), which hands each
+//! file's bytes to the calling thread in bounded blocks: the handler then reads an owned, `Send`
+//! stream and can pass it on to a thread of its own (the restore inflates `ostree.tgz` on one), so
+//! the layer's and the archive's inflating and the file writes all overlap.
 
 use std::io::{self, Read};
 use std::path::{Component, Path};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use anyhow::{Context, Result, bail};
 use flate2::read::MultiGzDecoder;
@@ -14,6 +20,7 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use super::fetcher::Chunk;
+use crate::util::read_ahead::{Cursor, fill};
 
 /// Media types of image indexes (OCI, Docker manifest list).
 const INDEX_MEDIA_TYPES: &[&str] = &[
@@ -24,7 +31,11 @@ const INDEX_MEDIA_TYPES: &[&str] = &[
 const WHITEOUT_PREFIX: &str = ".wh.";
 
 /// The handler a walk calls for each regular file: root-relative path, its bytes, its size.
-pub type FileHandler<'a> = dyn FnMut(&str, &mut dyn Read, u64) -> Result<()> + 'a;
+pub type FileHandler<'a> = dyn FnMut(&str, &mut (dyn Read + Send), u64) -> Result<()> + 'a;
+
+/// Bytes per block of a file handed from the layer thread to the handler, and blocks in flight.
+const FILE_BLOCK: usize = 256 << 10;
+const FILE_BLOCKS: usize = 4;
 
 /// How a layer blob is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,12 +171,41 @@ impl Read for ChunkReader {
 
 /// Walks the tar stream of one layer blob, calling `handler` for each regular file and recording
 /// `(path, size)` in `files`. Reads the blob to its end so its gzip trailer and digest are checked.
+/// The blob is inflated and untarred on a scoped thread; `handler` runs on the calling thread.
 pub fn walk_layer(
-    blob: impl Read,
+    blob: impl Read + Send,
     compression: Compression,
     handler: &mut FileHandler<'_>,
     files: &mut Vec<(String, u64)>,
 ) -> Result<()> {
+    let (tx, rx) = sync_channel(FILE_BLOCKS);
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("ibi-layer".to_string())
+            .spawn_scoped(scope, move || {
+                if let Err(e) = untar_layer(blob, compression, &tx) {
+                    // Nobody listening means the handler side failed first; its error is the one.
+                    let _ = tx.send(Item::Failed(e));
+                }
+            })
+            .context("starting the layer thread")?;
+        // `rx` moves in and is dropped on return, which stops the layer thread if it is still going.
+        hand_out(rx, handler, files)
+    })
+}
+
+/// What the layer thread sends: a file's start, its bytes, its end; the layer's end or failure.
+enum Item {
+    File { path: String, size: u64 },
+    Data(Vec<u8>),
+    EndOfFile,
+    Done,
+    Failed(anyhow::Error),
+}
+
+/// The layer thread: gunzip and untar, every regular file sent as [`Item`]s. Returns early, with
+/// `Ok`, once the receiver is gone.
+fn untar_layer(blob: impl Read, compression: Compression, tx: &SyncSender<Item>) -> Result<()> {
     let stream: Box<dyn Read + '_> = match compression {
         Compression::Gzip => Box::new(MultiGzDecoder::new(blob)),
         Compression::None => Box::new(blob),
@@ -179,12 +219,109 @@ pub fn walk_layer(
             continue;
         }
         let size = entry.size();
-        handler(&path, &mut entry, size).with_context(|| format!("seed file {path}"))?;
-        files.push((path, size));
+        if tx.send(Item::File { path, size }).is_err() {
+            return Ok(());
+        }
+        loop {
+            let mut block = vec![0; FILE_BLOCK];
+            let (n, failure) = fill(&mut entry, &mut block);
+            block.truncate(n);
+            // What was read before a failure goes first: the handler fails where the layer did.
+            if n > 0 && tx.send(Item::Data(block)).is_err() {
+                return Ok(());
+            }
+            if let Some(e) = failure {
+                return Err(e).context("reading the layer");
+            }
+            if n < FILE_BLOCK {
+                break;
+            }
+        }
+        if tx.send(Item::EndOfFile).is_err() {
+            return Ok(());
+        }
     }
     // tar stops at its end marker; the rest (padding, gzip trailer, skopeo's verdict) is still due.
     io::copy(&mut archive.into_inner(), &mut io::sink()).context("reading the end of the layer")?;
+    let _ = tx.send(Item::Done);
     Ok(())
+}
+
+/// The calling thread's side: each file to `handler` as a [`FileReader`], the rest of a file the
+/// handler left unread skipped.
+fn hand_out(
+    rx: Receiver<Item>,
+    handler: &mut FileHandler<'_>,
+    files: &mut Vec<(String, u64)>,
+) -> Result<()> {
+    let mut rx = rx;
+    loop {
+        match rx.recv() {
+            Ok(Item::File { path, size }) => {
+                let mut reader = FileReader::new(rx);
+                handler(&path, &mut reader, size).with_context(|| format!("seed file {path}"))?;
+                io::copy(&mut reader, &mut io::sink())
+                    .with_context(|| format!("seed file {path}: skipping what was not read"))?;
+                rx = reader.into_inner();
+                files.push((path, size));
+            }
+            Ok(Item::Done) => return Ok(()),
+            Ok(Item::Failed(e)) => return Err(e),
+            Ok(Item::Data(_) | Item::EndOfFile) => {
+                bail!("file data outside a file from the layer thread")
+            }
+            Err(_) => bail!("the layer thread stopped before the end of the layer"),
+        }
+    }
+}
+
+/// One file's bytes as they come from the layer thread. It owns the receiver while the handler
+/// reads, so it is `Send` and the handler may read it from another thread.
+struct FileReader {
+    rx: Receiver<Item>,
+    current: Cursor,
+    ended: bool,
+}
+
+impl FileReader {
+    fn new(rx: Receiver<Item>) -> FileReader {
+        FileReader {
+            rx,
+            current: Cursor::default(),
+            ended: false,
+        }
+    }
+
+    fn into_inner(self) -> Receiver<Item> {
+        self.rx
+    }
+}
+
+impl Read for FileReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.current.is_spent() {
+            if self.ended {
+                return Ok(0);
+            }
+            match self.rx.recv() {
+                Ok(Item::Data(data)) => {
+                    self.current.replace(data);
+                }
+                Ok(Item::EndOfFile) => self.ended = true,
+                Ok(Item::Failed(e)) => {
+                    self.ended = true;
+                    return Err(io::Error::other(format!("{e:#}")));
+                }
+                Ok(Item::File { .. } | Item::Done) | Err(_) => {
+                    self.ended = true;
+                    return Err(io::Error::other(
+                        "the layer thread stopped in the middle of a file",
+                    ));
+                }
+            }
+        }
+        Ok(self.current.read_into(buf))
+    }
 }
 
 /// `./a/b`, `/a/b` and `a/b` all give `a/b`; `..` is refused, being meaningless at the image root.
@@ -350,7 +487,7 @@ mod tests {
         ] {
             let mut seen = Vec::new();
             let mut files = Vec::new();
-            let mut handler = |path: &str, r: &mut dyn Read, size: u64| -> Result<()> {
+            let mut handler = |path: &str, r: &mut (dyn Read + Send), size: u64| -> Result<()> {
                 let mut first = [0u8; 1];
                 r.read_exact(&mut first)?;
                 seen.push((path.to_string(), size, first[0]));
@@ -371,11 +508,12 @@ mod tests {
     #[test]
     fn handler_and_stream_errors_name_the_file() {
         let blob = gzip(&tar_of(&[("etc.tgz", b"x")]));
-        let mut failing = |_: &str, _: &mut dyn Read, _: u64| -> Result<()> { bail!("disk full") };
+        let mut failing =
+            |_: &str, _: &mut (dyn Read + Send), _: u64| -> Result<()> { bail!("disk full") };
         let e = walk_layer(&blob[..], Compression::Gzip, &mut failing, &mut Vec::new())
             .expect_err("handler");
         assert_eq!(format!("{e:#}"), "seed file etc.tgz: disk full");
-        let mut ignore = |_: &str, _: &mut dyn Read, _: u64| -> Result<()> { Ok(()) };
+        let mut ignore = |_: &str, _: &mut (dyn Read + Send), _: u64| -> Result<()> { Ok(()) };
         let cut = &blob[..blob.len() - 4];
         let e = walk_layer(cut, Compression::Gzip, &mut ignore, &mut Vec::new()).expect_err("cut");
         assert!(format!("{e:#}").contains("end of the layer"), "{e:#}");
