@@ -96,6 +96,11 @@ if [ ! -x "$ibi" ] || ! "$ibi" agent install --help >/dev/null 2>&1; then
     echo "note: $ibi has no \`agent install\` (build with --features agent): running the pipeline only"
 fi
 
+# The metal image's filesystems have fixed UUIDs: take the machine-wide lock the tests take
+# (tests/common/agent.rs METAL_IMAGE_LOCK), so a test and this bench never mount two of them at once.
+exec 9>/tmp/ibi-metal-image.lock
+flock -w 1800 9 || skip "another test or benchmark holds /tmp/ibi-metal-image.lock"
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/agent-restore.XXXXXX")
 reg_pid='' time_pid='' ibi_pid=''
 cleanup() {
@@ -109,7 +114,10 @@ cleanup() {
     fi
     [ -z "$time_pid" ] || wait "$time_pid" 2>/dev/null || true
     for m in $(findmnt -rn -o TARGET | grep "^$work/" | sort -r); do
-        umount "$m" 2>/dev/null || umount -l "$m" || true
+        # Thawed first, never lazily: a frozen or lazily detached filesystem with the metal image's
+        # fixed UUID would stay alive and block every later mount of one.
+        fsfreeze --unfreeze "$m" 2>/dev/null || true
+        umount "$m" || echo "agent-restore: could not unmount $m" >&2
     done
     # Loops over the disk files, and loops over those (ibi's partition loops over its disk loop).
     for f in "$work"/disk-*.img; do
@@ -460,9 +468,11 @@ run_ibi() {
         ibi_precache_images=$(jq length "$b/check/storage/$driver-images/images.json")
         umount "$b/check"
     fi
-    # The loops over the partitions, then the disk's own.
+    # The loops over the partitions, then the disk's own, with the kernel partitions partx added (they
+    # outlive `losetup -d` and make the next user of that loop device see a stale table).
     for d in $(losetup -n -O NAME -j "$f"); do
         for p in $(losetup -n -O NAME -j "$d"); do losetup -d "$p" || true; done
+        partx --delete "$d" 2>/dev/null || true
         losetup -d "$d" || true
     done
     rm -f "$f"
