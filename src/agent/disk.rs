@@ -8,6 +8,7 @@
 mod device;
 mod fs;
 pub mod mounts;
+mod overlay;
 mod partition;
 mod spec;
 mod table;

@@ -4,6 +4,10 @@
 //! backup header sits where the image ended), keeps the protective MBR's boot code, writes both
 //! headers and fsyncs. A change that is already on disk is not written again, so a resumed run
 //! leaves the table byte-identical.
+//!
+//! Writes survive a kill at any point ([`super::overlay`]): the new backup table first (synced), then
+//! the new primary (synced), then the protective MBR. A run killed in between finds one valid table —
+//! the old primary, or the new backup — and a writable open repairs the other from it.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -18,6 +22,7 @@ use gpt::partition::Partition;
 use gpt::{GptConfig, GptDisk, partition_types};
 use tracing::{info, warn};
 
+use super::overlay::Overlay;
 use super::{GrowPlan, PartitionInfo, StartSpec, TableLayout, extra_partition_range, grow_plan};
 use crate::agent::cmd;
 
@@ -35,7 +40,7 @@ const PROTECTIVE_MBR_TYPE: u8 = 0xEE;
 /// An open GPT disk and the facts the arithmetic needs.
 struct OpenTable {
     path: PathBuf,
-    gpt: GptDisk<File>,
+    gpt: GptDisk<Overlay>,
     sector_size: u64,
     disk_bytes: u64,
     /// Where the backup header was when the table was read.
@@ -182,36 +187,71 @@ fn open_table(disk: &Path, writable: bool) -> Result<OpenTable> {
     let sector_size =
         probe_gpt(&head[..n]).with_context(|| format!("reading the GPT of {}", disk.display()))?;
     let lb = LogicalBlockSize::try_from(sector_size)?;
-    let gpt = GptConfig::new()
-        .writable(writable)
-        .logical_block_size(lb)
-        .open_from_device(file)
-        .with_context(|| format!("reading the GPT of {}", disk.display()))?;
-    let original_backup_lba = gpt.header().backup_lba;
-    if writable {
-        check_writable(disk, &gpt, disk_bytes / sector_size)?;
-    }
-    Ok(OpenTable {
+    let gpt = match open_gpt(&file, lb, writable, false) {
+        Ok(gpt) => gpt,
+        Err(e) => match open_gpt(&file, lb, writable, true) {
+            Ok(gpt) => {
+                warn!(disk = %disk.display(), "the primary GPT does not read ({e}); using the backup");
+                gpt
+            }
+            Err(_) => {
+                return Err(e).with_context(|| format!("reading the GPT of {}", disk.display()));
+            }
+        },
+    };
+    // Where the backup header is: the primary names it; a backup read alone names the primary in that
+    // field (its alternate), and is itself at `current_lba`.
+    let original_backup_lba = match gpt.primary_header() {
+        Ok(h) => h.backup_lba,
+        Err(_) => gpt.header().current_lba,
+    };
+    let mut t = OpenTable {
         path: disk.to_path_buf(),
         gpt,
         sector_size,
         disk_bytes,
         original_backup_lba,
-    })
+    };
+    if writable {
+        t.check_writable()?;
+        t.repair()?;
+    }
+    Ok(t)
 }
 
-/// Refuses to rewrite a table whose primary header is damaged or that claims a bigger disk.
-fn check_writable(disk: &Path, gpt: &GptDisk<File>, disk_sectors: u64) -> Result<()> {
-    let primary = gpt
-        .primary_header()
-        .with_context(|| format!("the primary GPT header of {} is damaged", disk.display()))?;
-    ensure!(
-        primary.backup_lba < disk_sectors,
-        "the GPT of {} puts its backup header at LBA {}, beyond the disk's {disk_sectors} sectors",
-        disk.display(),
-        primary.backup_lba
-    );
-    Ok(())
+/// The GPT of `file` through a write overlay; with `hide_primary`, as if the primary header were
+/// missing, so the `gpt` crate reads the backup (it falls back on a bad header, not on a primary entry
+/// array that fails its checksum, which is what a write cut short between the two leaves).
+fn open_gpt(
+    file: &File,
+    lb: LogicalBlockSize,
+    writable: bool,
+    hide_primary: bool,
+) -> Result<GptDisk<Overlay>> {
+    let sector = u64::from(lb);
+    let len = file.metadata().context("reading the disk's size")?.len();
+    let len = if len == 0 {
+        block_device_len(file)?
+    } else {
+        len
+    };
+    let mut overlay = Overlay::new(file.try_clone().context("reopening the disk")?, sector, len);
+    if hide_primary {
+        overlay.seek(SeekFrom::Start(sector))?;
+        overlay.write_all(&vec![0u8; sector as usize])?;
+    }
+    Ok(GptConfig::new()
+        .writable(writable)
+        .logical_block_size(lb)
+        .only_valid_headers(false)
+        .open_from_device(overlay)?)
+}
+
+/// The size of a block device (its metadata says 0).
+fn block_device_len(file: &File) -> Result<u64> {
+    let mut f = file.try_clone().context("reopening the disk")?;
+    f.seek(SeekFrom::End(0))
+        .context("finding the size of the disk")
 }
 
 /// Reads from the start of `file` into `buf` until it is full or the file ends.
@@ -250,6 +290,39 @@ pub(super) fn probe_gpt(head: &[u8]) -> Result<u64> {
 }
 
 impl OpenTable {
+    /// Refuses to rewrite a table that claims a bigger disk than this one.
+    fn check_writable(&self) -> Result<()> {
+        let disk_sectors = self.disk_bytes / self.sector_size;
+        let backup_lba = self.gpt.header().backup_lba;
+        ensure!(
+            backup_lba < disk_sectors,
+            "the GPT of {} puts its backup header at LBA {backup_lba}, beyond the disk's {disk_sectors} sectors",
+            self.path.display()
+        );
+        Ok(())
+    }
+
+    /// A table one of whose headers is invalid, or whose protective MBR stops short of a moved backup
+    /// (an earlier run killed while it wrote the table; see the module comment), is written again from
+    /// the valid header before anything else changes.
+    fn repair(&mut self) -> Result<()> {
+        let primary_ok = self.gpt.primary_header().is_ok();
+        let backup_ok = self.gpt.backup_header().is_ok();
+        let end = self.disk_bytes / self.sector_size - 1;
+        let backup_at_end = self.original_backup_lba == end;
+        let mbr_ok = !backup_at_end || self.protective_mbr_ends_at(end);
+        if primary_ok && (backup_ok || !backup_at_end) && mbr_ok {
+            return Ok(());
+        }
+        warn!(
+            disk = %self.path.display(),
+            primary_ok, backup_ok, mbr_ok, "rewriting a GPT an interrupted write left half updated"
+        );
+        let parts = self.gpt.take_partitions();
+        self.replace_partitions(parts)?;
+        self.write()
+    }
+
     fn layout(&self) -> TableLayout {
         let h = self.gpt.header();
         TableLayout {
@@ -290,22 +363,36 @@ impl OpenTable {
         self.write()
     }
 
-    /// Writes both headers and entry arrays, fixes the protective MBR and fsyncs.
+    /// Writes both headers and entry arrays and the protective MBR, in the crash-safe order of the
+    /// module comment: the backup side (and the erased stale backup header), then the primary side,
+    /// then the MBR, each synced before the next.
     fn write(&mut self) -> Result<()> {
+        self.write_first(usize::MAX).map(drop)
+    }
+
+    /// [`Self::write`], stopping after `limit` sectors (a kill, in the tests); true when complete.
+    fn write_first(&mut self, limit: usize) -> Result<bool> {
         let old_backup = self.original_backup_lba;
+        let first_usable = self.gpt.header().first_usable;
         self.gpt
             .write_inplace()
             .with_context(|| format!("writing the GPT of {}", self.path.display()))?;
         let end = self.disk_bytes / self.sector_size - 1;
         if old_backup != end {
             info!(disk = %self.path.display(), old_backup, new_backup = end, "moved the backup GPT to the end of the disk");
-            self.fix_protective_mbr(end)?;
             self.erase_sector(old_backup)?;
+            self.original_backup_lba = end;
         }
+        self.fix_protective_mbr(end)?;
+        let group = |lba: u64| match lba {
+            0 => 2,
+            l if l < first_usable => 1,
+            _ => 0,
+        };
         self.gpt
             .device_mut()
-            .sync_all()
-            .with_context(|| format!("syncing {}", self.path.display()))
+            .apply_first(group, limit)
+            .with_context(|| format!("writing the GPT of {}", self.path.display()))
     }
 
     /// Makes the protective MBR entry cover the whole disk again (tools warn about the mismatch
@@ -332,6 +419,24 @@ impl OpenTable {
         mbr.update_conservative(dev)
             .with_context(|| format!("updating the protective MBR of {}", self.path.display()))?;
         Ok(())
+    }
+
+    /// Whether the protective MBR's entry ends at `last_lba` (true when there is no protective entry to
+    /// fix: [`Self::fix_protective_mbr`] leaves such an MBR alone too).
+    fn protective_mbr_ends_at(&mut self, last_lba: u64) -> bool {
+        let Ok(lb) = LogicalBlockSize::try_from(self.sector_size) else {
+            return true;
+        };
+        let Ok(mbr) = ProtectiveMBR::from_disk(self.gpt.device_mut(), lb) else {
+            return true;
+        };
+        match mbr
+            .partition(0)
+            .filter(|r| r.os_type == PROTECTIVE_MBR_TYPE)
+        {
+            Some(rec) => rec.lb_size == u32::try_from(last_lba).unwrap_or(u32::MAX),
+            None => true,
+        }
     }
 
     /// Zeroes the sector of the stale backup header so no tool mistakes it for a table.
@@ -512,5 +617,110 @@ mod tests {
     fn lists_partitions_for_errors() {
         assert_eq!(list(&layout(&[1, 2]).partitions), "1 \"p1\", 2 \"p2\"");
         assert_eq!(list(&[]), "no partitions");
+    }
+
+    /// A disk image as coreos-installer leaves one: protective MBR, partitions 1-4, the backup table
+    /// where a 32 MiB image ended, on a 64 MiB file.
+    fn rhcos_like_image(dir: &Path) -> PathBuf {
+        let img = dir.join("pristine.img");
+        let small: u64 = 32 << 20;
+        let f = File::create(&img).unwrap();
+        f.set_len(small).unwrap();
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&img)
+            .unwrap();
+        ProtectiveMBR::with_lb_size(u32::try_from(small / 512 - 1).unwrap())
+            .overwrite_lba0(&mut f)
+            .unwrap();
+        let mut g = GptConfig::new()
+            .writable(true)
+            .logical_block_size(LogicalBlockSize::Lb512)
+            .create_from_device(f, None)
+            .unwrap();
+        for (name, mib) in [
+            ("BIOS-BOOT", 1),
+            ("EFI-SYSTEM", 4),
+            ("boot", 4),
+            ("root", 8),
+        ] {
+            g.add_partition(name, mib << 20, partition_types::LINUX_FS, 0, None)
+                .unwrap();
+        }
+        let f = g.write().unwrap();
+        f.set_len(64 << 20).unwrap();
+        img
+    }
+
+    /// A kill after every possible number of written sectors of the extra partition's table write:
+    /// the next run reads one valid table, finishes the change, and leaves both headers valid, the
+    /// protective MBR covering the disk and partition 5 in place.
+    #[test]
+    fn a_table_write_cut_anywhere_is_finished_by_the_next_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pristine = rhcos_like_image(tmp.path());
+        let disk = tmp.path().join("disk.img");
+        let spec = crate::agent::disk::parse_partition_start("-16M").unwrap();
+        let mut cut = 0;
+        loop {
+            std::fs::copy(&pristine, &disk).unwrap();
+            let complete = {
+                let mut t = open_table(&disk, true).unwrap();
+                let layout = t.layout();
+                let (first, last) =
+                    extra_partition_range(t.disk_bytes, 512, &layout.without(5), spec).unwrap();
+                let parts = t.gpt.take_partitions();
+                t.replace_partitions(parts).unwrap();
+                t.gpt
+                    .add_partition_at(
+                        "var-lib-containers",
+                        5,
+                        first,
+                        last - first + 1,
+                        partition_types::LINUX_FS,
+                        0,
+                    )
+                    .unwrap();
+                t.write_first(cut).unwrap()
+            };
+            let before = read_table(&disk).unwrap_or_else(|e| panic!("cut {cut}: {e:#}"));
+            assert!(before.get(4).is_some(), "cut {cut}: {before:?}");
+            let part = add_partition(&disk, 5, "var-lib-containers", spec)
+                .unwrap_or_else(|e| panic!("cut {cut}: {e:#}"));
+            let strict = GptConfig::new()
+                .only_valid_headers(true)
+                .logical_block_size(LogicalBlockSize::Lb512)
+                .open(&disk)
+                .unwrap_or_else(|e| panic!("cut {cut}: a header is still invalid: {e}"));
+            assert_eq!(
+                strict.header().backup_lba,
+                (64 << 20) / 512 - 1,
+                "cut {cut}"
+            );
+            assert_eq!(
+                strict.partitions().get(&5).map(|p| p.name.clone()),
+                Some(part.name)
+            );
+            let mut f = File::open(&disk).unwrap();
+            let mbr = ProtectiveMBR::from_disk(&mut f, LogicalBlockSize::Lb512).unwrap();
+            assert_eq!(
+                mbr.partition(0).unwrap().lb_size,
+                (64 << 20) / 512 - 1,
+                "cut {cut}"
+            );
+            let mut old_backup = [0u8; 8];
+            f.seek(SeekFrom::Start((32 << 20) - 512)).unwrap();
+            f.read_exact(&mut old_backup).unwrap();
+            assert_ne!(
+                &old_backup, GPT_SIGNATURE,
+                "cut {cut}: the stale backup header is still there"
+            );
+            if complete {
+                break;
+            }
+            cut += 1;
+        }
+        assert!(cut > 30, "the write should span many sectors, not {cut}");
     }
 }
