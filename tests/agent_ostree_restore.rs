@@ -8,13 +8,15 @@
 //! change nothing; then the RHCOS deployment is removed. The loop device and the mount are RAII
 //! guards, so they go away on failure too; the immutable deployment dirs live only on the loop
 //! filesystem, which is thrown away whole. Needs root, loop devices, `ostree`, `mkfs.ext4` and
-//! `tar`; without them it prints `SKIP` (under `CI` anything but "not root" fails instead).
+//! `tar`; without them it prints `SKIP` (under `CI` it fails instead).
 
 #![cfg(all(feature = "agent", target_os = "linux"))]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
+mod common;
+
 use std::fs::{self, File};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -38,53 +40,18 @@ const MCO_CURRENTCONFIG: &str = r#"{"apiVersion":"machineconfiguration.openshift
     "spec":{"config":{"ignition":{"version":"3.2.0"}},"fips":true,
             "kernelArguments":["systemd.unified_cgroup_hierarchy=1","cgroup_no_v1=all","console=ttyS0,115200n8"]}}"#;
 
-/// Why this machine cannot run the test, and whether that is acceptable under CI.
-fn missing_prerequisite() -> Option<(String, bool)> {
-    if fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) != 0 {
-        return Some(("not running as root".into(), true));
-    }
-    let loop_ok = Command::new("losetup")
-        .arg("-f")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !Path::new("/dev/loop-control").exists() || !loop_ok {
-        return Some((
-            "no loop devices (/dev/loop-control, losetup -f)".into(),
-            false,
-        ));
-    }
-    for (tool, package) in [
-        ("ostree", "ostree"),
-        ("mkfs.ext4", "e2fsprogs"),
-        ("tar", "tar"),
-    ] {
-        if Command::new(tool).arg("--version").output().is_err() {
-            return Some((format!("{tool} is not installed (apt: {package})"), false));
-        }
-    }
-    None
-}
-
-/// Prints why the test is skipped; fails instead under CI when the reason is not acceptable there.
+/// Whether this machine lacks what the test needs: [`common::skip`] prints why, or fails under CI.
 fn should_skip(test: &str) -> bool {
-    let Some((reason, ok_in_ci)) = missing_prerequisite() else {
-        return false;
-    };
-    if std::env::var_os("CI").is_some() && !ok_in_ci {
-        panic!("{test}: {reason} (required under CI)");
+    if !common::require_root(test)
+        || !common::require_tools(test, &["ostree", "mkfs.ext4", "tar", "losetup"])
+    {
+        return true;
     }
-    eprintln!("SKIP {test}: {reason}");
-    true
-}
-
-fn run(program: &str, args: &[&str]) -> String {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("starting {program}: {e}"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{program} {args:?}: {stderr}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    if !Path::new("/dev/loop-control").exists() {
+        common::skip(test, "no loop devices (/dev/loop-control)");
+        return true;
+    }
+    false
 }
 
 fn s(p: &Path) -> &str {
@@ -119,7 +86,7 @@ fn commit(repo: &Path, tree: &Path) -> String {
         "--owner-uid=0",
         "--owner-gid=0",
     ];
-    run("ostree", &args).trim().to_string()
+    common::run_tool("ostree", &args).trim().to_string()
 }
 
 /// The seed side: a bare repo with one commit, tarred like lca-cli's `ostree.tgz` and extracted
@@ -127,13 +94,13 @@ fn commit(repo: &Path, tree: &Path) -> String {
 fn make_seed(work: &Path) -> (PathBuf, String) {
     let repo = work.join("seed-repo");
     make_tree(&work.join("seed-tree"), "seed");
-    run(
+    common::run_tool(
         "ostree",
         &["init", "--mode=bare", &format!("--repo={}", s(&repo))],
     );
     let checksum = commit(&repo, &work.join("seed-tree"));
     let tgz = work.join("ostree.tgz");
-    run("tar", &["czf", s(&tgz), "-C", s(&repo), "."]);
+    common::run_tool("tar", &["czf", s(&tgz), "-C", s(&repo), "."]);
     let extracted = work.join("ws/ostree");
     fs::create_dir_all(&extracted).unwrap();
     extract_tgz(File::open(&tgz).unwrap(), &extracted, &mut |_| {}).unwrap();
@@ -150,7 +117,7 @@ impl Target {
     fn new(work: &Path) -> Target {
         let img = work.join("sysroot.img");
         File::create(&img).unwrap().set_len(SYSROOT_BYTES).unwrap();
-        run("mkfs.ext4", &["-q", "-F", s(&img)]);
+        common::run_tool("mkfs.ext4", &["-q", "-F", s(&img)]);
         let dev = LoopDevice::attach(&img).unwrap();
         let mnt = work.join("mnt");
         fs::create_dir(&mnt).unwrap();
@@ -172,15 +139,15 @@ impl Target {
 
     /// What coreos-installer leaves: an `rhcos` stateroot with one deployment of its own commit.
     fn install_rhcos(&self, work: &Path) -> String {
-        run("ostree", &["admin", "init-fs", s(self.root())]);
-        run(
+        common::run_tool("ostree", &["admin", "init-fs", s(self.root())]);
+        common::run_tool(
             "ostree",
             &["admin", "os-init", "rhcos", &self.sysroot_arg()],
         );
         make_tree(&work.join("rhcos-tree"), "rhcos");
         let checksum = commit(&self.root().join("ostree/repo"), &work.join("rhcos-tree"));
         let args = ["admin", "deploy", "--os=rhcos", "--karg=rhcos.test=1"];
-        run(
+        common::run_tool(
             "ostree",
             &[&args[..], &[&self.sysroot_arg(), &checksum]].concat(),
         );
@@ -189,7 +156,7 @@ impl Target {
 
     /// `(stateroot, <checksum>.<serial>)` per deployment, in order, from `ostree admin status`.
     fn status(&self) -> Vec<(String, String)> {
-        let out = run("ostree", &["admin", "status", &self.sysroot_arg()]);
+        let out = common::run_tool("ostree", &["admin", "status", &self.sysroot_arg()]);
         out.lines()
             .filter(|l| !l.starts_with("    "))
             .filter_map(|l| {
@@ -379,13 +346,13 @@ fn bare_seed_objects_move_into_the_sysroot_repo_as_root() {
     let rhcos_commit = target.install_rhcos(work.path());
     let seed_repo = work.path().join("seed-repo");
     make_tree(&work.path().join("seed-tree"), "seed");
-    run(
+    common::run_tool(
         "ostree",
         &["init", "--mode=bare", &format!("--repo={}", s(&seed_repo))],
     );
     let checksum = commit(&seed_repo, &work.path().join("seed-tree"));
     let tgz = work.path().join("ostree.tgz");
-    run("tar", &["czf", s(&tgz), "-C", s(&seed_repo), "."]);
+    common::run_tool("tar", &["czf", s(&tgz), "-C", s(&seed_repo), "."]);
     let extracted = target.root().join("ostree/ibi-work/repo");
     fs::create_dir_all(&extracted).unwrap();
     extract_tgz(File::open(&tgz).unwrap(), &extracted, &mut |_| {}).unwrap();
@@ -432,7 +399,7 @@ fn bare_seed_objects_move_into_the_sysroot_repo_as_root() {
     // Left behind: the commit (the pull copies it) and the content the sysroot already had.
     assert_eq!(objects(&extracted, ".commit").len(), 1);
     assert_eq!(objects(&extracted, ".file"), shared);
-    run("ostree", &["fsck", &target.repo_arg()]);
+    common::run_tool("ostree", &["fsck", &target.repo_arg()]);
     assert!(target.has_commit(&rhcos_commit));
     assert!(target.has_commit(&checksum));
 }

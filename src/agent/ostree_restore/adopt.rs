@@ -26,8 +26,6 @@ use rustix::fs::{Mode, RenameFlags};
 use rustix::io::Errno;
 use tracing::{debug, info};
 
-use super::sysroot::NO_CANCEL;
-
 /// Object kinds that move; the commit (and its detached metadata) is left to the pull.
 const MOVED_SUFFIXES: [&str; 3] = [".file", ".dirtree", ".dirmeta"];
 
@@ -48,7 +46,7 @@ pub(super) fn adopt_objects(
     target_path: &Path,
 ) -> Result<Adopted> {
     let seed = ostree::Repo::new(&gio::File::for_path(seed_repo));
-    seed.open(NO_CANCEL)
+    seed.open(gio::Cancellable::NONE)
         .with_context(|| format!("opening the seed repo {}", seed_repo.display()))?;
     let modes = (seed.mode(), target.mode());
     if modes != (ostree::RepoMode::Bare, ostree::RepoMode::Bare) {

@@ -11,9 +11,6 @@ use ostree::gio::prelude::FileExt;
 use ostree::{gio, glib};
 use tracing::{debug, info};
 
-/// Passed where libostree takes an optional cancellable: the agent never cancels.
-pub(super) const NO_CANCEL: Option<&gio::Cancellable> = None;
-
 /// An ostree sysroot, loaded and holding the sysroot lock (`<sysroot>/ostree/lock`, the one
 /// `ostree admin` and rpm-ostree take) until dropped.
 pub(super) struct LockedSysroot {
@@ -27,7 +24,7 @@ impl LockedSysroot {
         route_glib_prints();
         let sysroot = ostree::Sysroot::new(Some(&gio::File::for_path(path)));
         sysroot
-            .load(NO_CANCEL)
+            .load(gio::Cancellable::NONE)
             .with_context(|| format!("loading the ostree sysroot at {}", path.display()))?;
         sysroot
             .lock()
@@ -41,7 +38,7 @@ impl LockedSysroot {
     /// Re-reads the deployment list from the boot loader entries, after writing it.
     pub(super) fn reload(&self) -> Result<()> {
         self.sysroot
-            .load(NO_CANCEL)
+            .load(gio::Cancellable::NONE)
             .with_context(|| format!("reloading the ostree sysroot at {}", self.path.display()))
     }
 
@@ -82,7 +79,7 @@ impl LockedSysroot {
         let repo = self.sysroot.repo();
         super::adopt::adopt_objects(seed_repo, &repo, &self.path.join("ostree/repo"))?;
         info!(seed_repo = %seed_repo.display(), checksum, "pulling the seed commit");
-        repo.pull_with_options(&url, &pull_options(checksum), None, NO_CANCEL)
+        repo.pull_with_options(&url, &pull_options(checksum), None, gio::Cancellable::NONE)
             .with_context(|| {
                 format!(
                     "pulling commit {checksum} from the seed repo {} into {}",
@@ -106,7 +103,7 @@ impl LockedSysroot {
                 .with_context(|| format!("removing the half-made stateroot {}", dir.display()))?;
         }
         self.sysroot
-            .init_osname(stateroot, NO_CANCEL)
+            .init_osname(stateroot, gio::Cancellable::NONE)
             .with_context(|| {
                 format!(
                     "initializing stateroot {stateroot} in {}",
@@ -129,7 +126,9 @@ impl LockedSysroot {
         let sysroot = &self.sysroot;
         let context = || format!("deploying {checksum} to stateroot {stateroot}");
         // Leftovers of an earlier run that failed half way (the CLI does the same first).
-        sysroot.prepare_cleanup(NO_CANCEL).with_context(context)?;
+        sysroot
+            .prepare_cleanup(gio::Cancellable::NONE)
+            .with_context(context)?;
         let kargs: Vec<&str> = kargs.iter().map(String::as_str).collect();
         let deployment = sysroot
             .deploy_tree(
@@ -138,7 +137,7 @@ impl LockedSysroot {
                 Some(origin),
                 None,
                 &kargs,
-                NO_CANCEL,
+                gio::Cancellable::NONE,
             )
             .with_context(context)?;
         sysroot
@@ -147,12 +146,14 @@ impl LockedSysroot {
                 &deployment,
                 None,
                 ostree::SysrootSimpleWriteDeploymentFlags::NO_CLEAN,
-                NO_CANCEL,
+                gio::Cancellable::NONE,
             )
             .with_context(context)?;
         // --no-prune: clean up old boot and deployment dirs and write the deployment refs that keep
         // the commit alive, but leave the repo unpruned.
-        sysroot.prepare_cleanup(NO_CANCEL).with_context(context)
+        sysroot
+            .prepare_cleanup(gio::Cancellable::NONE)
+            .with_context(context)
     }
 
     /// The origin the deployment is made with: the seed's origin file when given (checked to

@@ -9,11 +9,12 @@ use std::fs::{self, File};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use ostree::gio;
 use rustix::fs::IFlags;
 use rustix::io::Errno;
 use tracing::{info, warn};
 
-use super::sysroot::{LockedSysroot, NO_CANCEL};
+use super::sysroot::LockedSysroot;
 
 /// Rewrites the deployment list keeping only the deployments of `keep`; returns the removed ones as
 /// `<stateroot> <checksum>.<serial>`. Refuses to remove every deployment.
@@ -40,7 +41,7 @@ pub(super) fn undeploy_others(sysroot: &LockedSysroot, keep: &str) -> Result<Vec
         };
         sysroot
             .sysroot
-            .write_deployments_with_options(&kept, &opts, NO_CANCEL)
+            .write_deployments_with_options(&kept, &opts, gio::Cancellable::NONE)
             .with_context(context)?;
         info!(removed = %names.join(", "), "undeployed");
     }
@@ -55,12 +56,12 @@ pub(super) fn undeploy_others(sysroot: &LockedSysroot, keep: &str) -> Result<Vec
 /// commit goes). libostree's `ostree_sysroot_cleanup_prune_repo` is not in the bindings; a
 /// refs-only prune without history does the same once the deployment refs are written.
 fn cleanup_and_prune(sysroot: &LockedSysroot) -> Result<()> {
-    sysroot.sysroot.prepare_cleanup(NO_CANCEL)?;
-    let (total, pruned, bytes) =
-        sysroot
-            .sysroot
-            .repo()
-            .prune(ostree::RepoPruneFlags::REFS_ONLY, 0, NO_CANCEL)?;
+    sysroot.sysroot.prepare_cleanup(gio::Cancellable::NONE)?;
+    let (total, pruned, bytes) = sysroot.sysroot.repo().prune(
+        ostree::RepoPruneFlags::REFS_ONLY,
+        0,
+        gio::Cancellable::NONE,
+    )?;
     info!(
         objects = total,
         pruned,

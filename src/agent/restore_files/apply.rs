@@ -22,7 +22,6 @@ use anyhow::{Context, Result, bail};
 use rustix::fs::{AtFlags, CWD, FileType, Mode, Timespec, Timestamps, XattrFlags};
 use tar::EntryType;
 
-use super::RestoreReport;
 use super::paths::{self, Parents};
 
 /// PAX keyword prefix under which GNU tar `--xattrs` (and tar-rs) store each extended attribute.
@@ -427,6 +426,27 @@ fn system_time(time: Timespec) -> SystemTime {
         Ok(secs) => SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + nanos,
         Err(_) => SystemTime::UNIX_EPOCH - Duration::from_secs(time.tv_sec.unsigned_abs()) + nanos,
     }
+}
+
+/// What one restore did; the agent's status file and closing log line are built from it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// Archive members processed (files, directories, links, special files).
+    pub entries: u64,
+    /// File content bytes written.
+    pub bytes: u64,
+    /// Extended attributes set.
+    pub xattrs: u64,
+    /// Extended attributes the filesystem refused (each one warned about, the first few loudly).
+    pub xattr_failures: u64,
+    /// Device nodes skipped because we are not root.
+    pub specials_skipped: u64,
+    /// Members carrying POSIX ACL records (`SCHILY.acl.*`), which are not restored.
+    pub acls_ignored: u64,
+    /// `etc.deletions` lines whose path was deleted.
+    pub deletions_applied: u64,
+    /// `etc.deletions` lines whose path did not exist (a warning, not an abort as in lca-cli).
+    pub deletions_missing: Vec<String>,
 }
 
 #[cfg(test)]
