@@ -26,6 +26,7 @@ pub mod ignition;
 pub mod image_ref;
 pub mod install_image;
 pub mod iso9660;
+pub mod kubeapi;
 pub mod live_iso;
 pub mod redfish;
 pub mod seed;
