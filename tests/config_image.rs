@@ -89,6 +89,8 @@ fn iso_tree_label_and_long_name_with_own_reader() {
         format!("extra-manifests/{long}"),
         "extra-manifests/50-site-a17-configmap-with-a-name-longer-than-thirty-characters.yaml"
             .to_string(),
+        // ibi's own: the ConfigMap `ibi watch` reads back from the cluster (docs/deliver.md).
+        "extra-manifests/ibi-reconfiguration.yaml".to_string(),
     ];
     for f in &want_files {
         assert!(
@@ -108,6 +110,42 @@ fn iso_tree_label_and_long_name_with_own_reader() {
         .find(|e| e.path.ends_with("manifest.json"))
         .and_then(|e| e.mode);
     assert_eq!(manifest_mode.map(|m| m & 0o777), Some(0o600));
+}
+
+/// The watch marker: a ConfigMap stamped with the build time (SOURCE_DATE_EPOCH here), which
+/// `ibi watch` reads back from the cluster; a user file of its name is refused before anything is
+/// written.
+#[test]
+fn the_watch_marker_is_stamped_with_the_build_time_and_its_name_is_reserved() {
+    let site = copy_example();
+    assert_ok(&config_image(site.path(), &[]));
+    let mut iso = read_iso(&site.path().join("imagebasedconfig.iso"));
+    let yaml = iso
+        .read_file("extra-manifests/ibi-reconfiguration.yaml")
+        .expect("the marker");
+    let cm: Value = serde_yaml_ng::from_slice(&yaml).unwrap();
+    assert_eq!(cm["kind"], "ConfigMap");
+    assert_eq!(cm["metadata"]["namespace"], "openshift-config");
+    assert_eq!(cm["metadata"]["name"], "ibi-reconfiguration");
+    // SOURCE_DATE_EPOCH=1700000000 (common::config_image).
+    assert_eq!(cm["data"]["builtAt"], "2023-11-14T22:13:20Z");
+
+    let fresh = copy_example();
+    fs::write(
+        fresh.path().join("extra-manifests/ibi-reconfiguration.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\n",
+    )
+    .unwrap();
+    let out = config_image(fresh.path(), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("extra-manifests/ibi-reconfiguration.yaml: this name is ibi's own"),
+        "{stderr}"
+    );
+    for f in ["imagebasedconfig.iso", "auth", ".ibi"] {
+        assert!(!fresh.path().join(f).exists(), "{f} was written");
+    }
 }
 
 #[test]

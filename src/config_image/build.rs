@@ -13,6 +13,7 @@ use anyhow::{Context, Result, bail};
 use tracing::{info, warn};
 
 use super::iso::{self, ConfigIsoContent};
+use super::marker;
 use super::pki;
 use super::reconfig::{self, SeedReconfiguration};
 use super::site::{self, Origin};
@@ -174,10 +175,12 @@ fn render(inputs: &SiteInputs, id: &site::Identity, timestamp: i64) -> Result<Re
         Some(sources) => Some(reconfig::image_digest_mirror_set(&sources)?),
         None => None,
     };
+    // The marker `ibi watch` reads back to tell this reconfiguration's ClusterVersion from the seed's.
+    let extra_manifests = marker::with_marker(&inputs.extra_manifests, timestamp)?;
     let iso_tree = iso::build_tree(ConfigIsoContent {
         manifest_json: manifest,
         image_digest_mirror_set: idms,
-        extra_manifests: &inputs.extra_manifests,
+        extra_manifests: &extra_manifests,
     })?;
     let ic = &inputs.install_config;
     let kubeconfig = pki::admin_kubeconfig(&id.crypto, &ic.metadata.name, &ic.base_domain)

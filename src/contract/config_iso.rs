@@ -25,3 +25,20 @@ pub const HOST_TARGET: &str = "opt/openshift";
 /// The only `api_version` of manifest.json (SeedReconfiguration) post-pivot accepts ("unsupported seed
 /// reconfiguration version" otherwise).
 pub const SEED_RECONFIGURATION_VERSION: u32 = 1;
+
+/// `ibi watch`'s marker, a ConfigMap among the extra manifests. post-pivot applies the extra manifests
+/// once the reconfigured cluster's API answers, so the ConfigMap's `metadata.creationTimestamp` says,
+/// on the cluster's own clock, when this configuration reached it; a ClusterVersion whose conditions
+/// all changed before that (less [`MARKER_SLACK_SECS`]) is the seed's, not this cluster's
+/// (image-based-install-operator's `ibi-monitor-cm` rule). The name stays under 30 characters
+/// (OCPBUGS-48244).
+pub const MARKER_FILE: &str = "ibi-reconfiguration.yaml";
+pub const MARKER_NAMESPACE: &str = "openshift-config";
+pub const MARKER_NAME: &str = "ibi-reconfiguration";
+/// The build's time (RFC 3339, UTC; `SOURCE_DATE_EPOCH` when set): tells this build's marker from one
+/// an earlier build of the site, or the seed's own cluster, left behind.
+pub const MARKER_BUILT_AT_KEY: &str = "builtAt";
+/// The slack image-based-install-operator allows between a ClusterVersion condition's change and the
+/// marker's creation: the cluster version operator may move before post-pivot applies the extra
+/// manifests, and the host's clock may be stepped by NTP in between.
+pub const MARKER_SLACK_SECS: i64 = 60 * 60;
