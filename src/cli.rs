@@ -33,6 +33,9 @@ pub enum Command {
     Serve(ServeOpts),
     /// Boot a host through its Redfish BMC from a served ISO (factory: --boot cd; site: --boot disk)
     Boot(BootOpts),
+    /// Follow a site's cluster with its own admin kubeconfig until it is ready (exit 0), or the
+    /// timeout (exit 2)
+    Watch(WatchOpts),
     /// Print a shell completion script to stdout
     Completion(CompletionOpts),
 }
@@ -280,6 +283,33 @@ pub struct BootOpts {
     /// Give up after this many seconds (power changes and the BMC's download included)
     #[arg(long, value_name = "SECONDS", default_value_t = 900)]
     pub timeout: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchOpts {
+    /// The site's directory, as `create config-image --dir` wrote it (auth/kubeconfig and
+    /// imagebasedconfig.iso are read)
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Give up after this many seconds (0: look once); the default is image-based-install-operator's
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
+    pub timeout: u64,
+    /// Seconds between two looks at the cluster (fractions allowed)
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_interval)]
+    pub interval: std::time::Duration,
+    /// Print the result as one JSON document on stdout (the milestone lines go to stderr)
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(0.05..=3600.0).contains(&secs) {
+        return Err(format!("{s} s is outside 0.05 to 3600 seconds"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 fn parse_secret(s: &str) -> Result<crate::util::secret::Secret, String> {

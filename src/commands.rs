@@ -10,5 +10,6 @@ mod create_image;
 mod dispatch;
 mod inspect;
 mod serve;
+mod watch;
 
-pub use dispatch::{report_error, run};
+pub use dispatch::{exit_code, report_error, run};

@@ -14,7 +14,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             ibi::commands::report_error(&e);
-            ExitCode::from(1)
+            ExitCode::from(ibi::commands::exit_code(&e))
         }
     }
 }

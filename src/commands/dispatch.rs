@@ -4,6 +4,7 @@ use anyhow::Result;
 
 use crate::cli::{Cli, Command, CreateCommand};
 use crate::config::ValidationError;
+use crate::deliver::watch::NotReady;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
@@ -19,13 +20,28 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Agent(c) => super::agent::run(c),
         Command::Serve(o) => super::serve::run(&o),
         Command::Boot(o) => super::boot::run(&o),
+        Command::Watch(o) => super::watch::run(&o),
         Command::Completion(o) => super::completion::run(&o),
     }
 }
 
+/// The exit status for a failed run: 2 when a watch ended with the cluster not ready (an outcome
+/// scripts branch on, not a failure of ibi), 1 for every error.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<NotReady>().is_some() {
+        2
+    } else {
+        1
+    }
+}
+
 /// Prints an error to stderr: validation findings one per line (so the user fixes all of them in
-/// one pass), anything else with its context chain.
+/// one pass), a watch's not-ready outcome as such, anything else with its context chain.
 pub fn report_error(e: &anyhow::Error) {
+    if let Some(n) = e.downcast_ref::<NotReady>() {
+        eprintln!("ibi watch: {n}");
+        return;
+    }
     match e.downcast_ref::<ValidationError>() {
         Some(v) => {
             for f in &v.findings {
