@@ -1,13 +1,14 @@
 //! What the integration tests share: the prerequisites every test checks the same way (root, tools on
 //! PATH, and skip-or-fail: outside CI a missing prerequisite prints `SKIP <test>: <why>`, under `CI` it
 //! fails the test, since CI installs everything and runs as root), running the built binary on a copy of
-//! the bundled example, and (submodules) a local OCI registry, the host agent's test hosts, and the
-//! Redfish BMC stand-ins.
+//! the bundled example, and (submodules) a local OCI registry, the host agent's test hosts, the
+//! Redfish BMC stand-ins and a kube-apiserver stand-in.
 #![allow(dead_code)]
 
 #[cfg(feature = "agent")]
 pub mod agent;
 pub mod deliver;
+pub mod kubeapi;
 pub mod registry;
 
 use std::fs;

@@ -1,0 +1,644 @@
+//! `ibi watch` against a stand-in for kube-apiserver (tests/common/kubeapi.rs): a site built by
+//! `ibi create config-image` from the bundled example, so the kubeconfig, its CA bundle, the admin
+//! client certificate and the signers are the real ones; the stand-in serves with a certificate
+//! signed by the site's load-balancer signer (from `.ibi/identity.json`) and requires client
+//! certificates signed by the site's admin-kubeconfig signer. The site's kubeconfig is pointed at
+//! the stand-in's address (its `server:` line only), as DNS would point `api.<cluster>.<domain>` at
+//! the host. Debian's kubectl, run with the same kubeconfig, must agree with ibi's verdicts.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::kubeapi::{self, Cluster, StandIn, Tls};
+use common::*;
+use ibi::iso9660::IsoReader;
+use serde_json::Value;
+
+/// When post-pivot created the marker, on the cluster's clock (server data, not this machine's).
+const MARKER_CREATED: &str = "2026-03-02T10:00:00Z";
+/// A change of the reconfigured cluster, after the marker.
+const FRESH: &str = "2026-03-02T10:05:00Z";
+/// The seed's own: long before the marker less an hour.
+const SEED_TIME: &str = "2025-12-01T00:00:00Z";
+/// The bound of every wait in these tests (never asserted on: a stuck run fails instead of hanging).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A site built by `ibi create config-image` and what the stand-in needs from it.
+struct Site {
+    dir: tempfile::TempDir,
+    built_at: String,
+    cluster_id: String,
+    api_name: String,
+    identity: Value,
+}
+
+impl Site {
+    fn build() -> Site {
+        let dir = copy_example();
+        assert_ok(&config_image(dir.path(), &[]));
+        let mut iso =
+            IsoReader::open(fs::File::open(dir.path().join("imagebasedconfig.iso")).unwrap())
+                .unwrap();
+        let marker: Value = serde_yaml_ng::from_slice(
+            &iso.read_file("extra-manifests/ibi-reconfiguration.yaml")
+                .unwrap(),
+        )
+        .unwrap();
+        let manifest: Value = serde_json::from_slice(
+            &iso.read_file("cluster-configuration/manifest.json")
+                .unwrap(),
+        )
+        .unwrap();
+        let kubeconfig = fs::read_to_string(dir.path().join("auth/kubeconfig")).unwrap();
+        let server = kubeconfig
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("server: "))
+            .unwrap()
+            .to_string();
+        let api_name = server
+            .trim_start_matches("https://")
+            .split(':')
+            .next()
+            .unwrap()
+            .to_string();
+        let identity: Value =
+            serde_json::from_slice(&fs::read(dir.path().join(".ibi/identity.json")).unwrap())
+                .unwrap();
+        Site {
+            built_at: marker["data"]["builtAt"].as_str().unwrap().to_string(),
+            cluster_id: manifest["cluster_id"].as_str().unwrap().to_string(),
+            api_name,
+            identity,
+            dir,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn kubeconfig(&self) -> PathBuf {
+        self.path().join("auth/kubeconfig")
+    }
+
+    fn signer(&self, name: &str) -> (Vec<u8>, Vec<u8>) {
+        let s = &self.identity["crypto"][name];
+        (
+            s["cert_pem"].as_str().unwrap().as_bytes().to_vec(),
+            s["key_pem"].as_str().unwrap().as_bytes().to_vec(),
+        )
+    }
+
+    /// The stand-in's TLS as the reconfigured cluster's: served under the load-balancer signer,
+    /// client certificates checked against the admin-kubeconfig signer.
+    fn cluster_tls(&self) -> Tls {
+        let (lb_cert, lb_key) = self.signer("kube_apiserver_lb_signer");
+        let (cert_pem, key_pem) = kubeapi::serving_cert(&lb_cert, &lb_key, &self.api_name);
+        Tls {
+            cert_pem,
+            key_pem,
+            client_ca_pem: self.signer("admin_kubeconfig_signer").0,
+        }
+    }
+
+    /// Points the kubeconfig's `server:` at `url`; nothing else in it changes.
+    fn point_at(&self, url: &str) {
+        let text = fs::read_to_string(self.kubeconfig()).unwrap();
+        let text: Vec<String> = text
+            .lines()
+            .map(|l| match l.find("server: ") {
+                Some(i) => format!("{}server: {url}", &l[..i]),
+                None => l.to_string(),
+            })
+            .collect();
+        fs::write(self.kubeconfig(), text.join("\n") + "\n").unwrap();
+    }
+
+    /// The reconfigured cluster, all ready and fresh.
+    fn ready(&self) -> Cluster {
+        Cluster {
+            readyz_ok: true,
+            marker: Some(kubeapi::marker(&self.built_at, MARKER_CREATED)),
+            cluster_version: Some(kubeapi::cluster_version(
+                &self.cluster_id,
+                &[
+                    ("Available", "True", FRESH),
+                    ("Failing", "False", FRESH),
+                    ("Progressing", "False", FRESH),
+                ],
+            )),
+            nodes: vec![kubeapi::node("sno-a17", "True", FRESH)],
+        }
+    }
+
+    /// The host just booted into the seed's cluster: the API answers, not ready, nothing of this
+    /// site's configuration there yet, and the seed's own status saying Available and Ready.
+    fn seed_state(&self) -> Cluster {
+        Cluster {
+            readyz_ok: false,
+            marker: None,
+            cluster_version: Some(kubeapi::cluster_version(
+                "seed-cluster-id",
+                &[
+                    ("Available", "True", SEED_TIME),
+                    ("Progressing", "False", SEED_TIME),
+                ],
+            )),
+            nodes: vec![kubeapi::node("seed", "True", SEED_TIME)],
+        }
+    }
+
+    fn watch(&self, args: &[&str]) -> Output {
+        let mut a = vec!["watch", "--dir", self.path().to_str().unwrap()];
+        a.extend_from_slice(args);
+        ibi(&a, &[])
+    }
+
+    /// One look, as JSON: the exit code and the document.
+    fn look(&self) -> (Option<i32>, Value) {
+        let out = self.watch(&["--timeout", "0", "--json"]);
+        let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "no JSON ({e}): {}\nstderr: {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code(), doc)
+    }
+}
+
+fn milestone<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    doc["milestones"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["milestone"] == name)
+        .unwrap_or_else(|| panic!("no milestone {name}: {doc}"))
+}
+
+fn held(doc: &Value, name: &str) -> bool {
+    milestone(doc, name)["held"].as_bool().unwrap()
+}
+
+fn detail(doc: &Value, name: &str) -> String {
+    milestone(doc, name)["detail"].as_str().unwrap().to_string()
+}
+
+/// Waits (bounded) for the child to end; kills it if it does not.
+fn wait_child(mut child: Child) -> Output {
+    let end = Instant::now() + PATIENCE;
+    while Instant::now() < end {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    panic!(
+        "ibi watch did not end: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The watch follows the cluster from the seed's state to ready: one line per milestone in order,
+/// the stale seed answers never counted, exit 0, and no secret in anything it printed.
+#[test]
+fn watch_follows_the_cluster_until_ready_part_way() {
+    let site = Site::build();
+    let api = StandIn::start(&site.cluster_tls(), site.seed_state());
+    site.point_at(&api.url());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ibi"))
+        .args(["watch", "--dir", site.path().to_str().unwrap()])
+        .args([
+            "--timeout",
+            "120",
+            "--interval",
+            "0.1",
+            "--log-level",
+            "debug",
+        ])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The seed's state for a few looks: its Available ClusterVersion and Ready node must not count.
+    assert!(api.wait_for("/readyz", 3, PATIENCE), "{:?}", api.log());
+    api.set(|c| {
+        c.readyz_ok = true;
+        c.marker = Some(kubeapi::marker(&site.built_at, MARKER_CREATED));
+    });
+    // The marker is there, but ClusterVersion still carries the seed's ID and the node is the seed's.
+    let cv_path = "/apis/config.openshift.io/v1/clusterversions/version";
+    let seen = api.count(cv_path);
+    assert!(api.wait_for(cv_path, seen + 3, PATIENCE));
+    // Two whole looks at least saw the marker with the seed's answers: had they counted, the
+    // watch would have ended ready by now.
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the watch ended on the seed's answers"
+    );
+    api.set(|c| *c = site.ready());
+    let out = wait_child(child);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+
+    // One line per milestone as it first held. The stand-in changes between two calls of a look
+    // as it likes, so only what the rules fix is checked of the order: the API first, the marker
+    // before what it vouches for.
+    let firsts: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("20") && !l.contains("not yet:") && !l.contains("lost:"))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    let mut sorted = firsts.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        ["api", "clusterversion", "configuration", "node", "readyz"],
+        "{stdout}"
+    );
+    let at = |m: &str| firsts.iter().position(|f| *f == m).unwrap();
+    assert_eq!(at("api"), 0, "{stdout}");
+    assert!(at("configuration") < at("clusterversion"), "{stdout}");
+    assert!(at("configuration") < at("node"), "{stdout}");
+    assert!(
+        stdout.contains("clusterversion  Available=True, Progressing=False (version 4.18.3)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("node            sno-a17 Ready"), "{stdout}");
+    assert!(stdout.contains("\nready: "), "{stdout}");
+    // The summary table gives each milestone its first time.
+    for m in ["api", "readyz", "configuration", "clusterversion", "node"] {
+        let row = stdout
+            .lines()
+            .rev()
+            .find(|l| l.starts_with(m))
+            .unwrap_or_else(|| panic!("no row {m}: {stdout}"));
+        assert!(row.contains("Z "), "{m} has no first time: {row}");
+    }
+
+    // The client key never shows, not even at debug level.
+    let kubeconfig = fs::read_to_string(site.kubeconfig()).unwrap();
+    let key_b64 = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("client-key-data: "))
+        .unwrap();
+    let (_, key_pem) = site.signer("admin_kubeconfig_client");
+    let key_line = String::from_utf8(key_pem)
+        .unwrap()
+        .lines()
+        .nth(1)
+        .unwrap()
+        .to_string();
+    for secret in [&key_b64[..40], &key_line[..40]] {
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "key shown"
+        );
+    }
+}
+
+/// A ClusterVersion whose conditions all changed before the marker's creation less an hour is the
+/// seed's own status: it does not count, whatever it says; nor does another build's marker.
+#[test]
+fn stale_answers_do_not_count() {
+    let site = Site::build();
+    let mut stale = site.ready();
+    stale.cluster_version = Some(kubeapi::cluster_version(
+        &site.cluster_id,
+        &[
+            ("Available", "True", SEED_TIME),
+            ("Progressing", "False", "2026-03-02T08:59:59Z"),
+        ],
+    ));
+    let api = StandIn::start(&site.cluster_tls(), stale);
+    site.point_at(&api.url());
+    let (code, doc) = site.look();
+    assert_eq!(code, Some(2), "{doc}");
+    assert_eq!(doc["ready"], false);
+    assert!(held(&doc, "configuration") && held(&doc, "node"), "{doc}");
+    assert!(!held(&doc, "clusterversion"));
+    assert_eq!(
+        detail(&doc, "clusterversion"),
+        "stale: no condition changed after 2026-03-02T09:00:00Z (the marker's creation less 60 min), so Available=True is the seed's own"
+    );
+
+    // One condition changed after the bound: fresh, so it counts.
+    api.set(|c| *c = site.ready());
+    let (code, doc) = site.look();
+    assert_eq!(code, Some(0), "{doc}");
+
+    // The marker of another build of the site (or the seed's): nothing after it counts.
+    api.set(|c| c.marker = Some(kubeapi::marker("2020-01-01T00:00:00Z", MARKER_CREATED)));
+    let (code, doc) = site.look();
+    assert_eq!(code, Some(2));
+    assert!(
+        detail(&doc, "configuration").contains("is another build's (builtAt 2020-01-01T00:00:00Z"),
+        "{doc}"
+    );
+    assert!(!held(&doc, "clusterversion") && !held(&doc, "node"));
+}
+
+/// A host that never answers is an outcome (exit 2, "not reachable since …"), not an error of ibi.
+#[test]
+fn a_host_that_never_answers_is_reported_as_such() {
+    let site = Site::build();
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    site.point_at(&format!("https://127.0.0.1:{port}"));
+    let out = site.watch(&["--timeout", "1", "--interval", "0.2"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "ibi watch: not ready after 1 s: the API at https://127.0.0.1:{port} never answered (not reachable since "
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Connection refused"), "{stderr}");
+    assert!(!stderr.contains("error:"), "{stderr}");
+    assert!(
+        stdout.contains("api             not yet: not reachable: Connection refused"),
+        "{stdout}"
+    );
+
+    let (code, doc) = site.look();
+    assert_eq!(code, Some(2));
+    assert_eq!(doc["reached"], false);
+    assert!(doc["unreachableSince"].is_string(), "{doc}");
+}
+
+/// Negative control: a server whose certificate another CA signed fails the watch at once, saying
+/// the kubeconfig does not trust it (exit 1, not a wait until the timeout).
+#[test]
+fn a_server_signed_by_another_ca_fails_clearly() {
+    let site = Site::build();
+    let (other_ca, other_key) = kubeapi::new_ca("kube-apiserver-lb-signer");
+    let (cert_pem, key_pem) = kubeapi::serving_cert(&other_ca, &other_key, &site.api_name);
+    let tls = Tls {
+        cert_pem,
+        key_pem,
+        client_ca_pem: site.signer("admin_kubeconfig_signer").0,
+    };
+    let api = StandIn::start(&tls, site.ready());
+    site.point_at(&api.url());
+    let out = site.watch(&["--timeout", "30", "--interval", "0.1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "error: the server is not this site's cluster, or not yet reconfigured with its keys"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("GET /readyz: the API server's certificate is not trusted by the kubeconfig's certificate-authority-data"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("certificate verify failed"), "{stderr}");
+    assert_eq!(api.count("/readyz"), 0, "no request got through");
+}
+
+/// Negative control: a cluster whose client CA is not the site's admin signer refuses the
+/// kubeconfig's certificate in the handshake: the watch fails at once, saying so.
+#[test]
+fn a_client_ca_that_does_not_match_fails_clearly() {
+    let site = Site::build();
+    let mut tls = site.cluster_tls();
+    tls.client_ca_pem = kubeapi::new_ca("admin-kubeconfig-signer").0;
+    let api = StandIn::start(&tls, site.ready());
+    site.point_at(&api.url());
+    let out = site.watch(&["--timeout", "30", "--interval", "0.1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("error: the cluster does not accept this site's admin certificate"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "the API server refused the kubeconfig's client certificate during the TLS handshake"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        api.log().iter().any(|l| l.starts_with("handshake failed")),
+        "the stand-in refused it: {:?}",
+        api.log()
+    );
+    assert_eq!(api.count("/readyz"), 0);
+}
+
+// ---- kubectl, with the same kubeconfig, against the same stand-in ----
+
+/// Debian's kubectl (package kubernetes-client): `IBI_TEST_KUBECTL`, else where tests/run unpacks
+/// it (another package may own /usr/bin/kubectl).
+fn debian_kubectl(test: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("IBI_TEST_KUBECTL")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/ibi/kubernetes-client/usr/bin/kubectl"))
+        })
+        .filter(|p| p.is_file());
+    if path.is_none() {
+        skip(
+            test,
+            "Debian's kubectl (kubernetes-client) not found: tests/run unpacks it, or set IBI_TEST_KUBECTL",
+        );
+    }
+    path
+}
+
+struct Kubectl<'a> {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    cache: &'a Path,
+}
+
+impl Kubectl<'_> {
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(&self.bin)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.cache)
+            .args(["--request-timeout", "10s"])
+            .args(args)
+            .output()
+            .expect("running kubectl")
+    }
+
+    fn ok(&self, args: &[&str]) -> bool {
+        self.run(args).status.success()
+    }
+
+    /// kubectl's own verdict on each of ibi's judged milestones.
+    fn verdicts(&self) -> [(&'static str, bool); 4] {
+        let once = "--timeout=0s";
+        let cv = "clusterversion/version";
+        [
+            ("readyz", self.ok(&["get", "--raw", "/readyz"])),
+            (
+                "configuration",
+                self.ok(&[
+                    "get",
+                    "configmap",
+                    "-n",
+                    "openshift-config",
+                    "ibi-reconfiguration",
+                ]),
+            ),
+            (
+                "clusterversion",
+                self.ok(&["wait", "--for=condition=Available", cv, once])
+                    && self.ok(&["wait", "--for=condition=Progressing=false", cv, once]),
+            ),
+            (
+                "node",
+                self.ok(&["wait", "--for=condition=Ready", "node", "--all", once]),
+            ),
+        ]
+    }
+}
+
+/// At each state of the cluster, kubectl's verdicts (from the same kubeconfig) are ibi's: where
+/// they differ, it is only ibi refusing the seed's stale answers, which kubectl cannot tell.
+#[test]
+fn kubectl_agrees_with_ibi_on_the_standin() {
+    let test = "kubectl_agrees_with_ibi_on_the_standin";
+    let Some(bin) = debian_kubectl(test) else {
+        return;
+    };
+    let site = Site::build();
+    let cache = tempfile::tempdir().unwrap();
+    let kubectl = Kubectl {
+        bin,
+        kubeconfig: site.kubeconfig(),
+        cache: cache.path(),
+    };
+    let mut not_ready = site.ready();
+    not_ready.readyz_ok = false;
+    not_ready.cluster_version = Some(kubeapi::cluster_version(
+        &site.cluster_id,
+        &[
+            ("Available", "False", FRESH),
+            ("Progressing", "True", FRESH),
+        ],
+    ));
+    not_ready.nodes = vec![kubeapi::node("sno-a17", "False", FRESH)];
+    let api = StandIn::start(&site.cluster_tls(), not_ready);
+    site.point_at(&api.url());
+
+    let (code, doc) = site.look();
+    assert_eq!(code, Some(2), "{doc}");
+    for (m, kubectl_says) in kubectl.verdicts() {
+        assert_eq!(held(&doc, m), kubectl_says, "{m}: ibi {doc}");
+    }
+    assert!(!kubectl.verdicts()[0].1, "kubectl: /readyz failing");
+
+    api.set(|c| *c = site.ready());
+    let (code, doc) = site.look();
+    assert_eq!(code, Some(0), "{doc}");
+    for (m, kubectl_says) in kubectl.verdicts() {
+        assert!(
+            kubectl_says && held(&doc, m),
+            "{m}: kubectl {kubectl_says}, ibi {doc}"
+        );
+    }
+    let out = kubectl.run(&[
+        "get",
+        "configmap",
+        "-n",
+        "openshift-config",
+        "ibi-reconfiguration",
+        "-o",
+        "jsonpath={.metadata.creationTimestamp} {.data.builtAt}",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{MARKER_CREATED} {}", site.built_at)
+    );
+
+    // The seed's status: kubectl sees Available=True and Progressing=False, as ibi reports it, and
+    // ibi alone knows it is stale.
+    api.set(|c| {
+        c.cluster_version = Some(kubeapi::cluster_version(
+            &site.cluster_id,
+            &[
+                ("Available", "True", SEED_TIME),
+                ("Progressing", "False", SEED_TIME),
+            ],
+        ))
+    });
+    let (code, doc) = site.look();
+    assert_eq!(code, Some(2));
+    assert!(
+        kubectl.verdicts()[2].1,
+        "kubectl: the seed's Available=True"
+    );
+    assert!(
+        detail(&doc, "clusterversion").starts_with("stale: "),
+        "{doc}"
+    );
+}
+
+/// The negative controls and the silent host, through kubectl: it refuses what ibi refuses.
+#[test]
+fn kubectl_refuses_what_ibi_refuses() {
+    let test = "kubectl_refuses_what_ibi_refuses";
+    let Some(bin) = debian_kubectl(test) else {
+        return;
+    };
+    let site = Site::build();
+    let cache = tempfile::tempdir().unwrap();
+    let kubectl = Kubectl {
+        bin,
+        kubeconfig: site.kubeconfig(),
+        cache: cache.path(),
+    };
+    let (other_ca, other_key) = kubeapi::new_ca("other");
+    let (cert_pem, key_pem) = kubeapi::serving_cert(&other_ca, &other_key, &site.api_name);
+    let wrong_server = Tls {
+        cert_pem,
+        key_pem,
+        client_ca_pem: site.signer("admin_kubeconfig_signer").0,
+    };
+    let mut wrong_client = site.cluster_tls();
+    wrong_client.client_ca_pem = other_ca;
+    for (what, tls) in [("server CA", wrong_server), ("client CA", wrong_client)] {
+        let api = StandIn::start(&tls, site.ready());
+        site.point_at(&api.url());
+        let out = kubectl.run(&["get", "--raw", "/readyz"]);
+        assert!(!out.status.success(), "{what}: kubectl got through");
+        let ibi = site.watch(&["--timeout", "0"]);
+        assert_eq!(ibi.status.code(), Some(1), "{what}: ibi");
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    site.point_at(&format!("https://127.0.0.1:{port}"));
+    let out = kubectl.run(&["get", "--raw", "/readyz"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("was refused"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(site.look().0, Some(2));
+}
