@@ -99,16 +99,22 @@ pub fn read_expected(iso: &Path) -> Result<Expected> {
             "{}: has no {marker_path}: it was built by an older ibi, and without it a ClusterVersion fresh from this reconfiguration cannot be told from the seed's; build it again with ibi create config-image (and give the host the new ISO)",
             iso.display()
         ),
-        Err(e) => return Err(e).with_context(|| format!("{}: reading {marker_path}", iso.display())),
+        Err(e) => {
+            return Err(e).with_context(|| format!("{}: reading {marker_path}", iso.display()));
+        }
     };
     let doc: MarkerDoc = serde_yaml_ng::from_slice(&marker)
         .with_context(|| format!("{}: {marker_path}: not the marker ConfigMap", iso.display()))?;
-    let built_at = doc.data.get(MARKER_BUILT_AT_KEY).cloned().with_context(|| {
-        format!(
-            "{}: {marker_path}: data.{MARKER_BUILT_AT_KEY} is missing",
-            iso.display()
-        )
-    })?;
+    let built_at = doc
+        .data
+        .get(MARKER_BUILT_AT_KEY)
+        .cloned()
+        .with_context(|| {
+            format!(
+                "{}: {marker_path}: data.{MARKER_BUILT_AT_KEY} is missing",
+                iso.display()
+            )
+        })?;
     let manifest = r
         .read_file(MANIFEST_PATH)
         .with_context(|| format!("{}: reading {MANIFEST_PATH}", iso.display()))?;
@@ -148,6 +154,54 @@ mod tests {
         let all = with_marker(&[manifest("50-a.yaml"), manifest("zz.yaml")], 0).unwrap();
         let names: Vec<&str> = all.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["50-a.yaml", "ibi-reconfiguration.yaml", "zz.yaml"]);
+    }
+
+    /// An ISO as `create config-image` lays it out, with or without the marker.
+    fn iso_with(manifests: &[ExtraManifest]) -> tempfile::NamedTempFile {
+        let tree =
+            crate::config_image::iso::build_tree(crate::config_image::iso::ConfigIsoContent {
+                manifest_json: br#"{"api_version":1,"cluster_id":"c-1","pull_secret":"MARKER"}"#
+                    .to_vec(),
+                image_digest_mirror_set: None,
+                extra_manifests: manifests,
+            })
+            .unwrap();
+        let f = tempfile::NamedTempFile::new().unwrap();
+        crate::config_image::iso::write_iso(f.path(), &tree, 0).unwrap();
+        f
+    }
+
+    #[test]
+    fn the_expectations_are_read_back_from_the_iso() {
+        let iso = iso_with(&with_marker(&[manifest("50-a.yaml")], 1_700_000_000).unwrap());
+        assert_eq!(
+            read_expected(iso.path()).unwrap(),
+            Expected {
+                built_at: "2023-11-14T22:13:20Z".into(),
+                cluster_id: "c-1".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn an_iso_without_the_marker_is_refused_with_what_to_do() {
+        let iso = iso_with(&[manifest("50-a.yaml")]);
+        let e = format!("{:#}", read_expected(iso.path()).unwrap_err());
+        assert!(
+            e.contains(
+                "has no extra-manifests/ibi-reconfiguration.yaml: it was built by an older ibi"
+            ),
+            "{e}"
+        );
+        assert!(
+            e.contains("build it again with ibi create config-image"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            read_expected(Path::new("/nonexistent/x.iso")).unwrap_err()
+        );
+        assert!(e.contains("ibi create config-image builds it"), "{e}");
     }
 
     #[test]
