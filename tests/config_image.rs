@@ -132,7 +132,9 @@ fn the_watch_marker_is_stamped_with_the_build_time_and_its_name_is_reserved() {
 
     let fresh = copy_example();
     fs::write(
-        fresh.path().join("extra-manifests/ibi-reconfiguration.yaml"),
+        fresh
+            .path()
+            .join("extra-manifests/ibi-reconfiguration.yaml"),
         "apiVersion: v1\nkind: ConfigMap\n",
     )
     .unwrap();

@@ -178,10 +178,12 @@ impl Client {
         url.set_path(&format!("{prefix}{path}"));
         let mut req = self.http.get(url).header(ACCEPT, "application/json");
         if let Some(t) = &self.token {
-            let mut v = HeaderValue::from_str(&format!("Bearer {}", t.expose_str()))
-                .map_err(|_| ApiError::Setup {
-                    server: self.origin.clone(),
-                    detail: "the token is not a valid HTTP header value".into(),
+            let mut v =
+                HeaderValue::from_str(&format!("Bearer {}", t.expose_str())).map_err(|_| {
+                    ApiError::Setup {
+                        server: self.origin.clone(),
+                        detail: "the token is not a valid HTTP header value".into(),
+                    }
                 })?;
             v.set_sensitive(true);
             req = req.header(AUTHORIZATION, v);

@@ -158,7 +158,10 @@ mod tests {
                 "error:0A00045C:SSL routines:ssl3_read_bytes:tlsv13 alert certificate required",
                 TransportFailure::ClientCertificateRefused,
             ),
-            ("Connection refused (os error 111)", TransportFailure::Unreachable),
+            (
+                "Connection refused (os error 111)",
+                TransportFailure::Unreachable,
+            ),
         ];
         for (inner, want) in cases {
             let e = chain("error sending request for url (https://h/readyz)", inner);

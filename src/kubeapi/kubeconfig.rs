@@ -243,7 +243,10 @@ fn server_url(c: &NamedCluster) -> Result<Url, KubeconfigError> {
 fn cluster_ca(c: &NamedCluster) -> Result<Option<Material<Vec<u8>>>, KubeconfigError> {
     let field = format!("clusters {:?}: certificate-authority-data", c.name);
     Ok(
-        match (&c.cluster.certificate_authority_data, &c.cluster.certificate_authority) {
+        match (
+            &c.cluster.certificate_authority_data,
+            &c.cluster.certificate_authority,
+        ) {
             (Some(data), _) => Some(Material::Inline(base64(data, &field)?)),
             (None, Some(path)) => Some(Material::File(PathBuf::from(path))),
             (None, None) => None,
@@ -266,7 +269,10 @@ fn user_auth(u: &NamedUser) -> Result<SelectedAuth, KubeconfigError> {
         }
     }
     let cert = match (&r.client_certificate_data, &r.client_certificate) {
-        (Some(d), _) => Some(Material::Inline(base64(d, &field("client-certificate-data"))?)),
+        (Some(d), _) => Some(Material::Inline(base64(
+            d,
+            &field("client-certificate-data"),
+        )?)),
         (None, Some(p)) => Some(Material::File(PathBuf::from(p))),
         (None, None) => None,
     };

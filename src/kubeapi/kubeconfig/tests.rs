@@ -106,7 +106,10 @@ users: [{name: u, user: {client-certificate: pki/admin.crt, client-key: pki/admi
 
     std::fs::remove_file(dir.path().join("pki/admin.key")).unwrap();
     let e = format!("{:#}", load_kubeconfig(&path).unwrap_err());
-    assert!(e.contains("client-key: reading") && e.contains("admin.key"), "{e}");
+    assert!(
+        e.contains("client-key: reading") && e.contains("admin.key"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -155,15 +158,24 @@ fn refusals_name_the_entry_and_field() {
             "server \"http://h:6443\": not an https:// URL",
         ),
         (
-            format!("{}users: [{{name: u, user: {{exec: {{command: oc}}}}}}]\n", cluster("")),
+            format!(
+                "{}users: [{{name: u, user: {{exec: {{command: oc}}}}}}]\n",
+                cluster("")
+            ),
             "users \"u\": exec: not supported",
         ),
         (
-            format!("{}users: [{{name: u, user: {{auth-provider: {{name: gcp}}}}}}]\n", cluster("")),
+            format!(
+                "{}users: [{{name: u, user: {{auth-provider: {{name: gcp}}}}}}]\n",
+                cluster("")
+            ),
             "users \"u\": auth-provider: not supported",
         ),
         (
-            format!("{}users: [{{name: u, user: {{username: a, password: b}}}}]\n", cluster("")),
+            format!(
+                "{}users: [{{name: u, user: {{username: a, password: b}}}}]\n",
+                cluster("")
+            ),
             "users \"u\": username: not supported",
         ),
         (
@@ -171,7 +183,10 @@ fn refusals_name_the_entry_and_field() {
             "users \"u\": no client certificate and no token",
         ),
         (
-            format!("{}users: [{{name: u, user: {{client-certificate-data: Q0VSVA==}}}}]\n", cluster("")),
+            format!(
+                "{}users: [{{name: u, user: {{client-certificate-data: Q0VSVA==}}}}]\n",
+                cluster("")
+            ),
             "users \"u\": client-certificate without client-key",
         ),
         (
