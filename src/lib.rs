@@ -10,8 +10,8 @@
 //!   `agent` (feature `agent`: the host side, `ibi agent …`);
 //! - `seed` (the seed image and the registry client), over `config` (the input files, validated);
 //! - `contract`: what the build side and the host side must agree on, in one place each;
-//! - the formats, which know nothing of OpenShift: `live_iso` and `redfish` over `iso9660`,
-//!   `ignition` and `image_ref`;
+//! - the formats and protocols, which know nothing of OpenShift: `live_iso` over `iso9660`,
+//!   `redfish`, `kubeapi` (a small read-only Kubernetes API client), `ignition` and `image_ref`;
 //! - `util`: atomic writes, secrets, digests, logging, progress.
 
 #[cfg(feature = "agent")]
