@@ -292,7 +292,7 @@ pub struct WatchOpts {
     #[arg(long, default_value = ".", value_name = "DIR")]
     pub dir: PathBuf,
     /// Give up after this many seconds (0: look once); the default is image-based-install-operator's
-    #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::deliver::watch::DEFAULT_TIMEOUT.as_secs())]
     pub timeout: u64,
     /// Seconds between two looks at the cluster (fractions allowed)
     #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_interval)]

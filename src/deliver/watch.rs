@@ -10,4 +10,7 @@ mod observe;
 mod run;
 
 pub use judge::{Check, Facts, Fetched, Verdicts, judge};
-pub use run::{Event, Milestone, MilestoneState, NotReady, Outcome, WatchRequest, watch};
+pub use run::{
+    DEFAULT_INTERVAL, DEFAULT_TIMEOUT, Event, Milestone, MilestoneState, NotReady, Outcome,
+    WatchRequest, watch,
+};

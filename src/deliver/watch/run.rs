@@ -20,6 +20,12 @@ use crate::kubeapi::{ApiError, Client, ClientOptions, load_kubeconfig};
 /// How the `api` milestone's detail starts while the API does not answer.
 const NOT_REACHABLE: &str = "not reachable: ";
 
+/// image-based-install-operator's default: it gives a reconfiguration an hour.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+/// Between two looks: the operator looks every minute; a person at a terminal wants less.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
+
+/// What to watch and for how long; [`WatchRequest::new`] gives the defaults.
 #[derive(Debug, Clone)]
 pub struct WatchRequest {
     /// The site's directory: `auth/kubeconfig` and `imagebasedconfig.iso` as `create config-image`
@@ -29,6 +35,17 @@ pub struct WatchRequest {
     pub timeout: Duration,
     /// Between two looks.
     pub interval: Duration,
+}
+
+impl WatchRequest {
+    /// The site's cluster, with the default timeout and interval.
+    pub fn new(site_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            site_dir: site_dir.into(),
+            timeout: DEFAULT_TIMEOUT,
+            interval: DEFAULT_INTERVAL,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -140,7 +157,11 @@ impl Outcome {
     }
 }
 
-/// Watches the site's cluster; `on_event` hears each change as it happens. Errors are what no wait
+/// Watches the site's cluster; `on_event` hears each change as it happens (a caller that does not
+/// care passes `&mut |_| {}`). Blocking: a fleet watches each site on a thread of its own.
+///
+/// `Ok` is the verdict, ready or not ([`Outcome::ready`], [`Outcome::not_ready_reason`]); a host
+/// that never answers is an `Ok` not ready, with [`Outcome::reached`] false. `Err` is what no wait
 /// cures: an unusable site directory, an untrusted server, refused credentials.
 pub fn watch(req: &WatchRequest, on_event: &mut dyn FnMut(&Event)) -> Result<Outcome> {
     let (client, expected) = open_site(&req.site_dir)?;
