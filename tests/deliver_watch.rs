@@ -1,10 +1,13 @@
 //! `ibi watch` against a stand-in for kube-apiserver (tests/common/kubeapi.rs): a site built by
 //! `ibi create config-image` from the bundled example, so the kubeconfig, its CA bundle, the admin
 //! client certificate and the signers are the real ones; the stand-in serves with a certificate
-//! signed by the site's load-balancer signer (from `.ibi/identity.json`) and requires client
-//! certificates signed by the site's admin-kubeconfig signer. The site's kubeconfig is pointed at
+//! signed by the site's load-balancer signer (manifest.json's `loadbalancer_external_signer_private_key`,
+//! with the certificate of the kubeconfig's CA bundle that key belongs to) and requires client
+//! certificates signed by manifest.json's `admin_ca_certificate`, as the reconfigured cluster is
+//! given them. The site's kubeconfig is pointed at
 //! the stand-in's address (its `server:` line only), as DNS would point `api.<cluster>.<domain>` at
 //! the host. Debian's kubectl, run with the same kubeconfig, must agree with ibi's verdicts.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 
@@ -33,6 +36,8 @@ struct Site {
     built_at: String,
     cluster_id: String,
     api_name: String,
+    /// manifest.json, as the ISO carries it to the host.
+    manifest: Value,
     identity: Value,
 }
 
@@ -72,6 +77,7 @@ impl Site {
             built_at: marker["data"]["builtAt"].as_str().unwrap().to_string(),
             cluster_id: manifest["cluster_id"].as_str().unwrap().to_string(),
             api_name,
+            manifest,
             identity,
             dir,
         }
@@ -85,7 +91,8 @@ impl Site {
         self.path().join("auth/kubeconfig")
     }
 
-    fn signer(&self, name: &str) -> (Vec<u8>, Vec<u8>) {
+    /// A key pair of `.ibi/identity.json` (the leak check's secret).
+    fn identity_pair(&self, name: &str) -> (Vec<u8>, Vec<u8>) {
         let s = &self.identity["crypto"][name];
         (
             s["cert_pem"].as_str().unwrap().as_bytes().to_vec(),
@@ -93,15 +100,52 @@ impl Site {
         )
     }
 
+    /// What manifest.json gives the cluster's kube-apiserver: `KubeAPICrypto`.
+    fn api_crypto(&self) -> &Value {
+        &self.manifest["KubeconfigCryptoRetention"]["KubeAPICrypto"]
+    }
+
+    /// The load-balancer signer as the reconfigured cluster holds it: manifest.json's key, and the
+    /// certificate of the kubeconfig's CA bundle that belongs to that key.
+    fn lb_signer(&self) -> (Vec<u8>, Vec<u8>) {
+        let key_pem =
+            self.api_crypto()["ServingCrypto"]["loadbalancer_external_signer_private_key"]
+                .as_str()
+                .unwrap();
+        let key = openssl::pkey::PKey::private_key_from_pem(key_pem.as_bytes()).unwrap();
+        let kubeconfig = fs::read_to_string(self.kubeconfig()).unwrap();
+        let ca_b64 = kubeconfig
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
+            .unwrap();
+        let bundle = openssl::base64::decode_block(ca_b64).unwrap();
+        let cert = openssl::x509::X509::stack_from_pem(&bundle)
+            .unwrap()
+            .into_iter()
+            .find(|c| c.public_key().unwrap().public_eq(&key))
+            .expect("the kubeconfig's CA bundle holds the load-balancer signer");
+        (cert.to_pem().unwrap(), key_pem.as_bytes().to_vec())
+    }
+
+    /// The CA kube-apiserver checks client certificates against: manifest.json's
+    /// `admin_ca_certificate`.
+    fn admin_ca(&self) -> Vec<u8> {
+        self.api_crypto()["ClientAuthCrypto"]["admin_ca_certificate"]
+            .as_str()
+            .unwrap()
+            .as_bytes()
+            .to_vec()
+    }
+
     /// The stand-in's TLS as the reconfigured cluster's: served under the load-balancer signer,
-    /// client certificates checked against the admin-kubeconfig signer.
+    /// client certificates checked against the admin CA.
     fn cluster_tls(&self) -> Tls {
-        let (lb_cert, lb_key) = self.signer("kube_apiserver_lb_signer");
+        let (lb_cert, lb_key) = self.lb_signer();
         let (cert_pem, key_pem) = kubeapi::serving_cert(&lb_cert, &lb_key, &self.api_name);
         Tls {
             cert_pem,
             key_pem,
-            client_ca_pem: self.signer("admin_kubeconfig_signer").0,
+            client_ca_pem: self.admin_ca(),
         }
     }
 
@@ -292,7 +336,7 @@ fn watch_follows_the_cluster_until_ready_part_way() {
         .lines()
         .find_map(|l| l.trim().strip_prefix("client-key-data: "))
         .unwrap();
-    let (_, key_pem) = site.signer("admin_kubeconfig_client");
+    let (_, key_pem) = site.identity_pair("admin_kubeconfig_client");
     let key_line = String::from_utf8(key_pem)
         .unwrap()
         .lines()
@@ -392,7 +436,7 @@ fn a_server_signed_by_another_ca_fails_clearly() {
     let tls = Tls {
         cert_pem,
         key_pem,
-        client_ca_pem: site.signer("admin_kubeconfig_signer").0,
+        client_ca_pem: site.admin_ca(),
     };
     let api = StandIn::start(&tls, site.ready());
     site.point_at(&api.url());
@@ -616,7 +660,7 @@ fn kubectl_refuses_what_ibi_refuses() {
     let wrong_server = Tls {
         cert_pem,
         key_pem,
-        client_ca_pem: site.signer("admin_kubeconfig_signer").0,
+        client_ca_pem: site.admin_ca(),
     };
     let mut wrong_client = site.cluster_tls();
     wrong_client.client_ca_pem = other_ca;
