@@ -1,5 +1,5 @@
-//! Small, boring helpers: atomic file writes, logging setup, progress bars, a guard for YAML input and
-//! a reader on its own thread.
+//! Small, boring helpers: atomic file writes, logging setup, progress bars, a guard for YAML input,
+//! clipping a server's text for a message and a reader on its own thread.
 
 pub mod digest;
 pub mod file_version;
@@ -8,4 +8,5 @@ pub mod logging;
 pub mod progress;
 pub mod read_ahead;
 pub mod secret;
+pub mod text;
 pub mod yaml;

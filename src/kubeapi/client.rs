@@ -16,6 +16,7 @@ use super::error::{ApiError, TransportFailure, classify, innermost};
 use super::kubeconfig::{Access, ClientAuth};
 use super::objects::{List, READYZ_PATH, Status};
 use crate::util::secret::Secret;
+use crate::util::text::clip;
 
 /// The most characters of a server's error text kept in a message.
 const MAX_DETAIL: usize = 300;
@@ -272,10 +273,7 @@ fn status_message(body: &[u8]) -> String {
 }
 
 fn truncate(text: &str) -> String {
-    match text.char_indices().nth(MAX_DETAIL) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text.to_string(),
-    }
+    clip(text, MAX_DETAIL)
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 
 use serde_json::Value;
 
+use crate::util::text::clip;
+
 /// The most characters of a BMC's own error text kept in a message: some answer with HTML pages.
 const MAX_DETAIL: usize = 300;
 
@@ -134,10 +136,7 @@ pub fn error_details(body: &[u8]) -> (Vec<String>, String) {
 }
 
 fn truncate(text: &str) -> String {
-    match text.char_indices().nth(MAX_DETAIL) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text.to_string(),
-    }
+    clip(text, MAX_DETAIL)
 }
 
 #[cfg(test)]
