@@ -508,19 +508,31 @@ fn debian_kubectl(test: &str) -> Option<PathBuf> {
     path
 }
 
-struct Kubectl<'a> {
+struct Kubectl {
     bin: PathBuf,
     kubeconfig: PathBuf,
-    cache: &'a Path,
+    cache: tempfile::TempDir,
 }
 
-impl Kubectl<'_> {
+/// A site, and Debian's kubectl with the site's kubeconfig; `None` (the test skips) without kubectl.
+fn site_and_kubectl(test: &str) -> Option<(Site, Kubectl)> {
+    let bin = debian_kubectl(test)?;
+    let site = Site::build();
+    let kubectl = Kubectl {
+        bin,
+        kubeconfig: site.kubeconfig(),
+        cache: tempfile::tempdir().unwrap(),
+    };
+    Some((site, kubectl))
+}
+
+impl Kubectl {
     fn run(&self, args: &[&str]) -> Output {
         Command::new(&self.bin)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .arg("--cache-dir")
-            .arg(self.cache)
+            .arg(self.cache.path())
             .args(["--request-timeout", "10s"])
             .args(args)
             .output()
@@ -564,16 +576,8 @@ impl Kubectl<'_> {
 /// they differ, it is only ibi refusing the seed's stale answers, which kubectl cannot tell.
 #[test]
 fn kubectl_agrees_with_ibi_on_the_standin() {
-    let test = "kubectl_agrees_with_ibi_on_the_standin";
-    let Some(bin) = debian_kubectl(test) else {
+    let Some((site, kubectl)) = site_and_kubectl("kubectl_agrees_with_ibi_on_the_standin") else {
         return;
-    };
-    let site = Site::build();
-    let cache = tempfile::tempdir().unwrap();
-    let kubectl = Kubectl {
-        bin,
-        kubeconfig: site.kubeconfig(),
-        cache: cache.path(),
     };
     let mut not_ready = site.ready();
     not_ready.readyz_ok = false;
@@ -644,16 +648,8 @@ fn kubectl_agrees_with_ibi_on_the_standin() {
 /// The negative controls and the silent host, through kubectl: it refuses what ibi refuses.
 #[test]
 fn kubectl_refuses_what_ibi_refuses() {
-    let test = "kubectl_refuses_what_ibi_refuses";
-    let Some(bin) = debian_kubectl(test) else {
+    let Some((site, kubectl)) = site_and_kubectl("kubectl_refuses_what_ibi_refuses") else {
         return;
-    };
-    let site = Site::build();
-    let cache = tempfile::tempdir().unwrap();
-    let kubectl = Kubectl {
-        bin,
-        kubeconfig: site.kubeconfig(),
-        cache: cache.path(),
     };
     let (other_ca, other_key) = kubeapi::new_ca("other");
     let (cert_pem, key_pem) = kubeapi::serving_cert(&other_ca, &other_key, &site.api_name);
