@@ -162,6 +162,17 @@ impl Site {
         fs::write(self.kubeconfig(), text.join("\n") + "\n").unwrap();
     }
 
+    /// Points the kubeconfig at a port nothing listens on (bound, then closed); returns the port.
+    fn point_at_silence(&self) -> u16 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        self.point_at(&format!("https://127.0.0.1:{port}"));
+        port
+    }
+
     /// The reconfigured cluster, all ready and fresh.
     fn ready(&self) -> Cluster {
         Cluster {
@@ -396,13 +407,7 @@ fn stale_answers_do_not_count() {
 #[test]
 fn a_host_that_never_answers_is_reported_as_such() {
     let site = Site::build();
-    // A port nothing listens on: bound, then closed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    site.point_at(&format!("https://127.0.0.1:{port}"));
+    let port = site.point_at_silence();
     let out = site.watch(&["--timeout", "1", "--interval", "0.2"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -668,12 +673,7 @@ fn kubectl_refuses_what_ibi_refuses() {
         let ibi = site.watch(&["--timeout", "0"]);
         assert_eq!(ibi.status.code(), Some(1), "{what}: ibi");
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    site.point_at(&format!("https://127.0.0.1:{port}"));
+    site.point_at_silence();
     let out = kubectl.run(&["get", "--raw", "/readyz"]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("was refused"),
