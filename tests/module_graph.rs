@@ -22,7 +22,7 @@ const FLOORS: &[&[&str]] = &[
     &["seed"],
     &["config"],
     &["contract"],
-    &["live_iso", "redfish"],
+    &["live_iso", "redfish", "kubeapi"],
     &["iso9660", "ignition", "image_ref"],
     &["util"],
 ];
