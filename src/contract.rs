@@ -4,4 +4,5 @@
 
 pub mod agent_status;
 pub mod config_iso;
+pub mod host_report;
 pub mod ibi_configuration;

@@ -5,5 +5,7 @@
 //! through its API until it is ready. Built on `redfish`, `kubeapi` and `live_iso`.
 
 pub mod boot;
+pub mod deploy_state;
+pub mod report_store;
 pub mod serve;
 pub mod watch;

@@ -5,4 +5,5 @@ pub mod base_iso;
 pub mod build;
 pub mod ignition;
 pub mod report;
+pub mod status_token;
 pub mod variant;

@@ -9,4 +9,5 @@ pub mod progress;
 pub mod read_ahead;
 pub mod secret;
 pub mod text;
+pub mod token;
 pub mod yaml;

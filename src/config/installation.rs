@@ -125,6 +125,13 @@ pub struct InstallationConfig {
     /// Beyond the installer: the image holding [`HOST_AGENT_BINARY_IN_IMAGE`]; only with `hostAgent: ibi`.
     #[serde(deserialize_with = "nullable")]
     pub host_agent_image: String,
+    /// Beyond the installer: the base URL of `ibi serve` the host reports its progress to.
+    #[serde(rename = "statusURL", deserialize_with = "nullable")]
+    pub status_url: String,
+    /// Beyond the installer: the CA certificates the host checks `statusURL`'s TLS against, as a PEM
+    /// file path (relative to the asset directory) or inline PEM; see [`InstallationInputs::status_ca_pem`].
+    #[serde(rename = "statusCA", deserialize_with = "nullable")]
+    pub status_ca: String,
 }
 
 /// What installs the host from the live ISO, after validation.
@@ -242,6 +249,7 @@ pub fn validate_installation_config(c: &InstallationConfig) -> (Vec<Finding>, Ve
     release_registry(&mut f, &c.release_registry);
     live_kernel_args(&mut f, &c.live_kernel_args);
     host_agent(&mut f, c.host_agent.as_deref(), &c.host_agent_image);
+    status_url(&mut f, &c.status_url, &c.status_ca);
     if c.host_agent() == HostAgent::Lca {
         lca_versions::check(&mut f, &c.seed_version, &versioned_keys_set(c));
     }
@@ -552,6 +560,96 @@ fn host_agent(f: &mut Findings, agent: Option<&str>, image: &str) {
     }
 }
 
+/// `statusURL` is where the host posts its reports: an http(s) base URL without credentials (the token
+/// travels in a header), query or fragment. `statusCA` goes with an https `statusURL` only.
+fn status_url(f: &mut Findings, url: &str, ca: &str) {
+    if url.is_empty() {
+        if !ca.is_empty() {
+            f.add(
+                "statusCA",
+                "only used with statusURL: set statusURL or remove statusCA",
+            );
+        }
+        return;
+    }
+    let parsed = match reqwest::Url::parse(url) {
+        Ok(u) => u,
+        Err(e) => {
+            return f.add(
+                "statusURL",
+                format!("invalid value {url:?}: not a URL ({e}); give the base URL of `ibi serve`, e.g. https://192.0.2.10:8443"),
+            );
+        }
+    };
+    let problem = if !matches!(parsed.scheme(), "https" | "http") {
+        Some("must be an https (or http) URL")
+    } else if parsed.host_str().is_none_or(str::is_empty) {
+        Some("has no host")
+    } else if !parsed.username().is_empty() || parsed.password().is_some() {
+        Some("must not carry credentials: the host sends its report token in a header")
+    } else if parsed.query().is_some() || parsed.fragment().is_some() {
+        Some("must not have a query or fragment: reports go to <statusURL>/reports")
+    } else {
+        None
+    };
+    if let Some(p) = problem {
+        // A URL with credentials is not quoted: they are secrets.
+        let shown = if parsed.password().is_some() {
+            String::new()
+        } else {
+            format!(" {url:?}")
+        };
+        return f.add("statusURL", format!("invalid value{shown}: {p}"));
+    }
+    if parsed.scheme() == "http" {
+        if ca.is_empty() {
+            f.warn(
+                "statusURL",
+                "is plain http: the reports and their token travel unencrypted; prefer https",
+            );
+        } else {
+            f.add(
+                "statusCA",
+                "only used with an https statusURL: use https or remove statusCA",
+            );
+        }
+    }
+}
+
+/// Whether `statusCA` is the PEM itself rather than a path.
+fn is_inline_pem(value: &str) -> bool {
+    value.trim_start().starts_with("-----BEGIN")
+}
+
+/// `statusCA` as PEM text: inline, or read from a path relative to `dir`; every certificate must parse.
+fn status_ca_pem(f: &mut Findings, dir: &Path, value: &str) -> Option<String> {
+    if value.is_empty() {
+        return None;
+    }
+    let pem = if is_inline_pem(value) {
+        value.to_string()
+    } else {
+        let path = dir.join(value);
+        match crate::util::fs::read_input_file(&path, 1 << 20) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) => {
+                f.add("statusCA", format!("{:#}", anyhow::Error::new(e)));
+                return None;
+            }
+        }
+    };
+    match openssl::x509::X509::stack_from_pem(pem.as_bytes()) {
+        Ok(certs) if !certs.is_empty() => Some(pem),
+        _ => {
+            f.add(
+                "statusCA",
+                "holds no PEM certificate: give the CA of ibi serve's certificate, as a file path or inline PEM",
+            );
+            None
+        }
+    }
+}
+
 fn precache(f: &mut Findings, c: &InstallationConfig) {
     if c.precache_disabled == Some(true) && c.precache_best_effort.is_some() {
         f.warn(
@@ -567,6 +665,8 @@ pub struct InstallationInputs {
     pub config: InstallationConfig,
     /// The bytes of `DIR/post.sh`, when present.
     pub post_sh: Option<Vec<u8>>,
+    /// `statusCA` as PEM (read from its file when it names one), when set.
+    pub status_ca_pem: Option<String>,
     /// Non-fatal findings, rendered like findings (`file: field: message`).
     pub warnings: Vec<String>,
 }
@@ -592,10 +692,20 @@ pub fn load_installation_inputs(dir: &Path) -> anyhow::Result<InstallationInputs
         findings.extend(f);
         warnings.extend(w);
     }
+    let https = |c: &&InstallationConfig| {
+        reqwest::Url::parse(&c.status_url).is_ok_and(|u| u.scheme() == "https")
+    };
+    let status_ca_pem = config.as_ref().filter(https).and_then(|c| {
+        let mut f = Findings::new(IMAGE_BASED_INSTALLATION_CONFIG_FILE);
+        let pem = status_ca_pem(&mut f, dir, &c.status_ca);
+        findings.extend(f.into_vec());
+        pem
+    });
     match config {
         Some(config) if findings.is_empty() => Ok(InstallationInputs {
             config,
             post_sh: post_sh.and_then(PostSh::into_bytes),
+            status_ca_pem,
             warnings,
         }),
         _ => Err(ValidationError { findings }.into()),

@@ -10,6 +10,7 @@
 mod body;
 pub mod catalog;
 mod handler;
+pub mod report;
 pub mod rules;
 mod server;
 mod source;

@@ -13,8 +13,10 @@ use anyhow::{Context, Result, bail};
 use tracing::warn;
 
 use super::base_iso::{self, BaseIsoOptions};
+use super::ignition::status_report::StatusReportInputs;
 use super::ignition::{InstallationIgnitionInputs, build_installation_ignition};
 use super::report;
+use super::status_token;
 use super::variant;
 use crate::config::{
     self, Finding, HostAgent, IMAGE_BASED_INSTALLATION_CONFIG_FILE, InstallationConfig,
@@ -83,7 +85,8 @@ pub fn plan(opts: &BuildOptions) -> Result<ImagePlan> {
     let seed_image = checked_seed_image(cfg, opts)?;
     let base = fetch_base_iso(cfg, opts)?;
     let layout = BaseLayout::read(&base, opts.force)?;
-    let ign_inputs = ignition_inputs(cfg, inputs.post_sh.clone(), seed_image)?;
+    let mut ign_inputs = ignition_inputs(cfg, inputs.post_sh.clone(), seed_image)?;
+    ign_inputs.status_report = status_report_inputs(&inputs, dir)?;
     let config = build_installation_ignition(&ign_inputs)?;
     let json = ignition::to_json(&config)?;
     let mut patches = vec![ignition_patch(&json, &layout.ignition, &base)?];
@@ -277,7 +280,25 @@ fn ignition_inputs(
             HostAgent::Lca => None,
             HostAgent::Ibi { image } => Some(image),
         },
+        status_report: None,
     })
+}
+
+/// With `statusURL`: the URL, the CA and the directory's report token (drawn at the first such build
+/// and kept, so `ibi serve --dir DIR` accepts every ISO built here).
+fn status_report_inputs(
+    inputs: &config::InstallationInputs,
+    dir: &Path,
+) -> Result<Option<StatusReportInputs>> {
+    let cfg = &inputs.config;
+    if cfg.status_url.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(StatusReportInputs {
+        url: cfg.status_url.clone(),
+        token: status_token::load_or_create(dir)?,
+        ca_pem: inputs.status_ca_pem.clone(),
+    }))
 }
 
 /// Copies the base ISO to a temp file beside `out` (0600: it holds the pull secret), patches it

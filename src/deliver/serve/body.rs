@@ -178,7 +178,7 @@ impl Drop for ImageBody {
 }
 
 /// `2026-11-24T09:30:00.123Z`, without a date crate: days since the epoch to a civil date.
-fn utc_timestamp(t: SystemTime) -> String {
+pub fn utc_timestamp(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = d.as_secs();
     let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);

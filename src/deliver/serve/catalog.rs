@@ -13,11 +13,11 @@ use tracing::warn;
 
 use super::source::Source;
 use crate::install_image::variant::RECIPE_FILE;
-use crate::util::digest::hex;
 use crate::util::fs::{
     Clobber, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, read_input_file, write_atomic,
 };
 use crate::util::secret::Secret;
+use crate::util::token::{is_strong_token, new_token};
 
 /// The outputs of `create image` and `create config-image` (single site and batch).
 pub const INSTALLATION_ISO: &str = "rhcos-ibi.iso";
@@ -25,8 +25,6 @@ pub const CONFIG_ISO: &str = "imagebasedconfig.iso";
 const SITES_DIR: &str = "sites";
 pub const SERVED_FILE: &str = ".ibi/served.json";
 pub const TOKENS_FILE: &str = ".ibi/serve-tokens.json";
-/// 128 bits: the floor the issue sets, as the image-based-install-operator's URLs.
-const TOKEN_BYTES: usize = 16;
 const MAX_TOKENS_FILE: u64 = 1 << 20;
 
 /// One image: its name in served.json (a path under DIR), where its bytes come from, its token.
@@ -132,7 +130,7 @@ pub fn assign_tokens(dir: &Path, found: Vec<(String, Source)>, rotate: bool) -> 
     let mut images = Vec::new();
     for (name, source) in found {
         let token = match kept.tokens.get(&name) {
-            Some(t) if valid_token(t) => t.clone(),
+            Some(t) if is_strong_token(t) => t.clone(),
             _ => new_token()?,
         };
         kept.tokens.insert(name.clone(), token.clone());
@@ -164,17 +162,6 @@ fn load_tokens(path: &Path) -> Result<Tokens> {
             e.line()
         )
     })
-}
-
-fn new_token() -> Result<String> {
-    let mut bytes = [0u8; TOKEN_BYTES];
-    openssl::rand::rand_bytes(&mut bytes).context("drawing random bytes for a token")?;
-    Ok(hex(&bytes))
-}
-
-/// A kept token is reused only if it still has the strength a new one would.
-fn valid_token(t: &str) -> bool {
-    t.len() >= TOKEN_BYTES * 2 && t.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// `public` + `/TOKEN/FILE`.
@@ -320,7 +307,7 @@ mod tests {
         let rotated = assign_tokens(d.path(), discover(d.path()).unwrap(), true).unwrap();
         let t = first[0].token.expose_str();
         assert_eq!(t.len(), 32);
-        assert!(valid_token(t));
+        assert!(is_strong_token(t));
         assert_eq!(again[0].token, first[0].token);
         assert_ne!(rotated[0].token, first[0].token);
         let mode = std::fs::metadata(d.path().join(TOKENS_FILE)).unwrap();
@@ -332,9 +319,9 @@ mod tests {
 
     #[test]
     fn weak_kept_tokens_are_replaced() {
-        assert!(!valid_token("abc"));
-        assert!(!valid_token(&"z".repeat(32)));
-        assert!(valid_token(&"0f".repeat(16)));
+        assert!(!is_strong_token("abc"));
+        assert!(!is_strong_token(&"z".repeat(32)));
+        assert!(is_strong_token(&"0f".repeat(16)));
     }
 
     #[test]

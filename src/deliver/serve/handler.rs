@@ -14,26 +14,26 @@ use tracing::warn;
 
 use super::body::{Access, ImageBody};
 use super::catalog::{Image, ServedFile};
+use super::report::{self, Reports};
 use super::rules::{RangeAsk, etag_listed, if_range_holds, parse_range};
 use super::source::{Cache, OpenError, Opened, open};
+use crate::util::token::token_matches;
 
 /// What the server shares between connections.
 pub struct State {
     pub images: Vec<Image>,
     pub cache: Cache,
     pub served: ServedFile,
+    pub reports: Arc<Reports>,
 }
 
 /// The index of the image `/TOKEN/FILE` names. Tokens are compared in constant time, so response
 /// timing says nothing about how much of a guess was right.
 pub fn route(images: &[Image], path: &str) -> Option<usize> {
     let (token, file) = path.strip_prefix('/')?.split_once('/')?;
-    images.iter().position(|img| {
-        let want = img.token.expose_str().as_bytes();
-        token.len() == want.len()
-            && openssl::memcmp::eq(token.as_bytes(), want)
-            && img.file_name == file
-    })
+    images
+        .iter()
+        .position(|img| token_matches(token, img.token.expose_str()) && img.file_name == file)
 }
 
 pub async fn handle(
@@ -49,6 +49,9 @@ pub async fn handle(
         range: None,
         start: Instant::now(),
     };
+    if req.uri().path() == report::path() {
+        return Ok(report_answer(state, client, req, access).await);
+    }
     let Some(index) = route(&state.images, req.uri().path()) else {
         return Ok(bare(StatusCode::NOT_FOUND, access));
     };
@@ -77,6 +80,33 @@ pub async fn handle(
         opened,
         access,
     ))
+}
+
+/// The report route's answer: no body, the access line naming the route.
+async fn report_answer(
+    state: Arc<State>,
+    client: SocketAddr,
+    req: Request<Incoming>,
+    mut access: Access,
+) -> Response<ImageBody> {
+    access.image = report::path();
+    let shown = client.to_string();
+    let outcome = state.reports.clone().handle(shown.clone(), req).await;
+    if let Some(why) = &outcome.refusal {
+        report::log_refusal(&shown, why);
+    }
+    let mut r = bare(outcome.status, access);
+    let h = r.headers_mut();
+    match outcome.status {
+        StatusCode::METHOD_NOT_ALLOWED => {
+            h.insert(header::ALLOW, HeaderValue::from_static("POST"));
+        }
+        StatusCode::UNAUTHORIZED => {
+            h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        _ => {}
+    }
+    r
 }
 
 fn open_failed(e: OpenError, access: Access) -> Response<ImageBody> {

@@ -19,6 +19,7 @@ use tracing::{debug, info, warn};
 
 use super::catalog::{Image, ServedEntry, ServedFile};
 use super::handler::State;
+use super::report::Reports;
 use super::source::{Cache, open};
 use super::tls::Host;
 
@@ -103,6 +104,7 @@ pub fn prepare(opts: &ServeOptions) -> Result<Prepared> {
         images,
         cache,
         served,
+        reports: Arc::new(Reports::new(opts.dir.clone())),
     });
     Ok(Prepared {
         listener,

@@ -26,6 +26,9 @@ use serde_json::Value;
 
 use super::host_agent::{FETCH_IBI_SCRIPT, FETCH_IBI_SCRIPT_PATH, ibi_agent_unit};
 use super::registries::registries_conf;
+use super::status_report::{
+    StatusReportInputs, add_failure_dropin, report_config_file, report_script_file, report_units,
+};
 use super::units::{check_unit_value, proxy_environment};
 use crate::config::{ImageDigestSource, Proxy};
 use crate::contract::ibi_configuration::{
@@ -142,6 +145,8 @@ pub struct InstallationIgnitionInputs {
     /// `hostAgent: ibi`: the image holding `/usr/local/bin/ibi`, which the live ISO copies out and runs
     /// as `ibi agent install`; `None` (`hostAgent: lca`): the seed's lca-cli, as the installer does.
     pub host_agent_image: Option<String>,
+    /// `statusURL`: the host reports its progress to `ibi serve` ([`super::status_report`]).
+    pub status_report: Option<StatusReportInputs>,
 }
 
 /// Builds the installation ISO's Ignition config (module doc for the order and precedence).
@@ -252,7 +257,7 @@ fn template_files(i: &InstallationIgnitionInputs) -> Result<Vec<File>> {
         None => (INSTALL_SCRIPT_PATH, INSTALL_SCRIPT),
         Some(_) => (FETCH_IBI_SCRIPT_PATH, FETCH_IBI_SCRIPT),
     };
-    Ok(vec![
+    let mut files = vec![
         File::from_bytes(script_path, SCRIPT_MODE, script.as_bytes()),
         File::from_bytes(
             IBI_CONFIGURATION_PATH,
@@ -261,7 +266,19 @@ fn template_files(i: &InstallationIgnitionInputs) -> Result<Vec<File>> {
         ),
         File::from_bytes(NETWORK_CONFIG_PATH, PRIVATE_MODE, network.as_bytes()),
         File::from_bytes(PULL_SECRET_PATH, PRIVATE_MODE, pull_secret.as_bytes()),
-    ])
+    ];
+    if let Some(report) = &i.status_report {
+        files.push(report_config_file(report)?);
+        if i.host_agent_image.is_none() {
+            files.push(report_script_file());
+        }
+    }
+    Ok(files)
+}
+
+/// `hostAgent: lca` with `statusURL`: lca-cli's own reports are the units of [`super::status_report`].
+fn lca_reports(i: &InstallationIgnitionInputs) -> bool {
+    i.status_report.is_some() && i.host_agent_image.is_none()
 }
 
 fn replace_or_append(files: &mut Vec<File>, file: File) {
@@ -321,7 +338,7 @@ fn merge_dropins(slot: &mut Unit, ours: &[Value]) {
 /// then `network-config.service`, the installer's order.
 fn units(i: &InstallationIgnitionInputs) -> Result<Vec<Unit>> {
     let has_network = i.network_config.as_deref().is_some_and(|n| !n.is_empty());
-    let install = match &i.host_agent_image {
+    let mut install = match &i.host_agent_image {
         None => Unit {
             contents: Some(install_service(&i.seed_image, i.proxy.as_ref())?),
             enabled: Some(true),
@@ -330,8 +347,11 @@ fn units(i: &InstallationIgnitionInputs) -> Result<Vec<Unit>> {
         },
         Some(image) => ibi_agent_unit(image, i.proxy.as_ref())?,
     };
+    if lca_reports(i) {
+        add_failure_dropin(&mut install);
+    }
     let network = network_config_service(&install.name);
-    Ok(vec![
+    let mut units = vec![
         install,
         Unit {
             contents: Some(network),
@@ -340,7 +360,11 @@ fn units(i: &InstallationIgnitionInputs) -> Result<Vec<Unit>> {
             name: NETWORK_CONFIG_UNIT.to_string(),
             ..Default::default()
         },
-    ])
+    ];
+    if lca_reports(i) {
+        units.extend(report_units(i.shutdown));
+    }
+    Ok(units)
 }
 
 /// The text of `install-rhcos-and-restore-seed.service.template` rendered for `seed_image` and `proxy`.
@@ -377,7 +401,8 @@ pub fn ibi_configuration_json(i: &InstallationIgnitionInputs) -> Result<Vec<u8>>
         release_registry: &i.release_registry,
         seed_image: &i.seed_image,
         seed_version: &i.seed_version,
-        shutdown: i.shutdown,
+        // With lca-cli's reports, the success report's unit powers the host off instead (after it).
+        shutdown: i.shutdown && !lca_reports(i),
         skip_disk_cleanup: i.skip_disk_cleanup,
         coreos_installer_args: &i.coreos_installer_args,
         precache_best_effort: i.precache_best_effort,

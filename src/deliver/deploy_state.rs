@@ -1,0 +1,273 @@
+//! The record `ibi deploy` keeps of each site of a fleet, so a re-run skips what is done and `ibi status`
+//! can show it: one JSON file per site, `BASE/.ibi/deploy/<site>.json`, rewritten atomically (temp file,
+//! fsync, rename) at every change, so a killed deploy loses nothing it recorded and parallel sites never
+//! write the same file. The format is fixed here, before deploy exists, so both sides agree on it:
+//!
+//! ```json
+//! {"version": 1, "site": "a17",
+//!  "bmc": {"address": "https://10.0.17.9", "system": "/redfish/v1/Systems/1",
+//!          "uuid": "27946b59-9e44-4fa7-8e91-f3527a1ef094"},
+//!  "phases": {
+//!    "factory": {"state": "done", "step": "eject", "started": 1764000000, "updated": 1764000900,
+//!                "finished": 1764000900, "bytesServed": 1073741824},
+//!    "site": {"state": "failed", "step": "watch", "started": 1764090000, "updated": 1764093600,
+//!             "error": "the cluster did not become ready within 60 minutes"}}}
+//! ```
+//!
+//! `bmc.uuid` is the System's Redfish `UUID`, which is also the host's DMI product UUID: the key that
+//! ties a site to the reports its host sends (`contract::host_report`). Times are Unix seconds. `state`
+//! uses the agent status words (`running`, `done`, `failed`); `step` is deploy's own (free text, e.g.
+//! `boot`, `wait-report`, `eject`, `watch`). Errors must be written without secrets (scrubbed of
+//! passwords, tokens and image URLs) like every other output.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::contract::agent_status::RunState;
+use crate::util::fs::{
+    Clobber, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, read_input_file, write_atomic,
+};
+
+/// Under the fleet's base directory.
+pub const DEPLOY_STATE_DIR: &str = ".ibi/deploy";
+/// The format version; a file with another one is refused, not guessed at.
+pub const DEPLOY_STATE_VERSION: u32 = 1;
+const MAX_STATE_FILE: u64 = 1 << 20;
+
+/// The two boots of image-based installation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Booted from the installation ISO: RHCOS written, the seed restored.
+    Factory,
+    /// Booted from disk with the configuration ISO: the cluster reconfigured.
+    Site,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Factory => "factory",
+            Phase::Site => "site",
+        }
+    }
+}
+
+/// The site's host, as its BMC shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BmcSystem {
+    /// The BMC's address, as in the inventory.
+    pub address: String,
+    /// The System's path (`/redfish/v1/Systems/1`), once found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The System's `UUID`, lower case, once read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+}
+
+/// Where one phase of one site stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PhaseRecord {
+    pub state: RunState,
+    /// Deploy's step within the phase.
+    pub step: String,
+    pub started: u64,
+    pub updated: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Bytes of ISO the server sent to this site's BMC in this phase.
+    #[serde(default)]
+    pub bytes_served: u64,
+}
+
+/// One site's file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SiteDeployState {
+    pub version: u32,
+    pub site: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bmc: Option<BmcSystem>,
+    #[serde(default)]
+    pub phases: BTreeMap<Phase, PhaseRecord>,
+}
+
+impl SiteDeployState {
+    /// A site deploy has not touched yet.
+    pub fn new(site: &str) -> SiteDeployState {
+        SiteDeployState {
+            version: DEPLOY_STATE_VERSION,
+            site: site.to_string(),
+            bmc: None,
+            phases: BTreeMap::new(),
+        }
+    }
+
+    /// The latest phase recorded (site after factory), with its record.
+    pub fn current(&self) -> Option<(Phase, &PhaseRecord)> {
+        self.phases.iter().next_back().map(|(p, r)| (*p, r))
+    }
+}
+
+fn state_path(base: &Path, site: &str) -> PathBuf {
+    base.join(DEPLOY_STATE_DIR).join(format!("{site}.json"))
+}
+
+/// Writes `state` to `BASE/.ibi/deploy/<site>.json` atomically (0600: it names BMCs).
+pub fn save_site(base: &Path, state: &SiteDeployState) -> Result<()> {
+    let dir = base.join(DEPLOY_STATE_DIR);
+    ensure_dir(&base.join(".ibi"), SECRET_DIR_MODE)?;
+    ensure_dir(&dir, SECRET_DIR_MODE)?;
+    let mut json = serde_json::to_vec_pretty(state).context("encoding the deploy state")?;
+    json.push(b'\n');
+    let path = state_path(base, &state.site);
+    write_atomic(&path, &json, SECRET_FILE_MODE, Clobber::Replace)
+        .with_context(|| format!("saving the deploy state to {}", path.display()))
+}
+
+/// The site's record, if deploy wrote one.
+pub fn load_site(base: &Path, site: &str) -> Result<Option<SiteDeployState>> {
+    let path = state_path(base, site);
+    if !path.exists() {
+        return Ok(None);
+    }
+    read_state(&path).map(Some)
+}
+
+/// Every site's record, by site name; none when deploy never ran.
+pub fn load_all(base: &Path) -> Result<Vec<SiteDeployState>> {
+    let dir = base.join(DEPLOY_STATE_DIR);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("listing {}", dir.display())),
+    };
+    let mut states = Vec::new();
+    for entry in entries {
+        let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // Temp files of an atomic write in progress start with a dot.
+        if name.starts_with('.') || !name.ends_with(".json") {
+            continue;
+        }
+        states.push(read_state(&entry.path())?);
+    }
+    states.sort_by(|a, b| a.site.cmp(&b.site));
+    Ok(states)
+}
+
+fn read_state(path: &Path) -> Result<SiteDeployState> {
+    let bytes = read_input_file(path, MAX_STATE_FILE)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let state: SiteDeployState = serde_json::from_slice(&bytes).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: not a deploy state (line {}, column {}: {:?} error)",
+            path.display(),
+            e.line(),
+            e.column(),
+            e.classify()
+        )
+    })?;
+    if state.version != DEPLOY_STATE_VERSION {
+        bail!(
+            "{}: deploy state version {}, this ibi reads version {DEPLOY_STATE_VERSION}",
+            path.display(),
+            state.version
+        );
+    }
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+    if stem.as_deref() != Some(state.site.as_str()) {
+        bail!(
+            "{}: names site {:?}, not the site of its file name",
+            path.display(),
+            state.site
+        );
+    }
+    Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(state: RunState, step: &str, t: u64) -> PhaseRecord {
+        PhaseRecord {
+            state,
+            step: step.into(),
+            started: t,
+            updated: t,
+            finished: None,
+            error: None,
+            bytes_served: 0,
+        }
+    }
+
+    #[test]
+    fn round_trips_privately_and_in_site_order() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(load_all(d.path()).unwrap().is_empty());
+        let mut b = SiteDeployState::new("b18");
+        b.bmc = Some(BmcSystem {
+            address: "https://10.0.18.9".into(),
+            system: Some("/redfish/v1/Systems/1".into()),
+            uuid: Some("27946b59-9e44-4fa7-8e91-f3527a1ef094".into()),
+        });
+        b.phases
+            .insert(Phase::Factory, record(RunState::Done, "eject", 10));
+        b.phases
+            .insert(Phase::Site, record(RunState::Running, "watch", 20));
+        save_site(d.path(), &b).unwrap();
+        save_site(d.path(), &SiteDeployState::new("a17")).unwrap();
+        let all = load_all(d.path()).unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!((all[0].site.as_str(), all[1].clone()), ("a17", b.clone()));
+        assert_eq!(all[1].current().unwrap().0, Phase::Site);
+        assert_eq!(load_site(d.path(), "b18").unwrap(), Some(b));
+        assert_eq!(load_site(d.path(), "c19").unwrap(), None);
+        use std::os::unix::fs::MetadataExt;
+        let mode = std::fs::metadata(d.path().join(".ibi/deploy/b18.json"))
+            .unwrap()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn the_documented_example_parses() {
+        let doc = include_str!("deploy_state.rs")
+            .split("//! ```json\n")
+            .nth(1)
+            .and_then(|s| s.split("//! ```").next())
+            .unwrap()
+            .lines()
+            .map(|l| l.trim_start_matches("//!"))
+            .collect::<String>();
+        let s: SiteDeployState = serde_json::from_str(&doc).unwrap();
+        assert_eq!(s.phases[&Phase::Factory].bytes_served, 1 << 30);
+        assert_eq!(s.phases[&Phase::Site].state, RunState::Failed);
+    }
+
+    #[test]
+    fn refuses_other_versions_misnamed_files_and_garbage() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join(DEPLOY_STATE_DIR);
+        std::fs::create_dir_all(&dir).unwrap();
+        let cases = [
+            (r#"{"version":2,"site":"a"}"#, "deploy state version 2"),
+            (r#"{"version":1,"site":"b"}"#, "names site \"b\""),
+            ("{", "not a deploy state (line 1"),
+        ];
+        for (text, want) in cases {
+            std::fs::write(dir.join("a.json"), text).unwrap();
+            let err = format!("{:#}", load_all(d.path()).unwrap_err());
+            assert!(err.contains(want), "{err}");
+        }
+    }
+}
