@@ -9,6 +9,7 @@ pub mod install;
 pub mod ostree_restore;
 pub mod precache;
 pub mod prepare_config;
+pub mod report;
 pub mod restore_files;
 pub mod seed_fetch;
 pub mod state;

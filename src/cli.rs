@@ -192,6 +192,10 @@ pub struct AgentInstallOpts {
     /// Ignore any recorded state (here or on the disk) and start over with the disk wipe
     #[arg(long)]
     pub fresh: bool,
+    /// Report settings written by `create image` with statusURL (absent: no reports)
+    /// [default: <root>/var/tmp/ibi-report.json]
+    #[arg(long, value_name = "FILE")]
+    pub report_config: Option<PathBuf>,
 }
 
 #[cfg(feature = "agent")]

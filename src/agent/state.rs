@@ -10,6 +10,6 @@ mod file;
 mod runner;
 mod status;
 pub use runner::{Runner, StepFn, step};
-pub use status::Progress;
+pub use status::{Observer, Progress};
 
 pub use file::{StateError, StateFile, Step};

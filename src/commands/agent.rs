@@ -46,6 +46,7 @@ fn run_install(o: AgentInstallOpts) -> Result<()> {
         coreos_installer: o.coreos_installer,
         storage_driver: o.storage_driver,
         fresh: o.fresh,
+        report_config: o.report_config,
         ..InstallOptions::new(o.config)
     };
     install::install(&opts)

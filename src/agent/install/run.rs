@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use tracing::{info, warn};
@@ -23,8 +24,10 @@ use crate::agent::precache::{
     load_registries_conf, precache, registry_sources_from_registries_conf, should_override,
 };
 use crate::agent::prepare_config::{PrepareConfig, load_prepare_config};
+use crate::agent::report::{Delivery, Reporter, ReporterSetup};
 use crate::agent::seed_fetch::SeedSource;
 use crate::agent::state::{Progress, Runner, StateError, StateFile, Step, StepFn, step};
+use crate::contract::host_report::{IBI_INSTALL_UNIT, REPORT_CONFIG_PATH};
 
 /// Inside the containers mount: the state directory that travels with the target disk.
 const STATE_DIR: &str = ".ibi";
@@ -51,6 +54,9 @@ pub struct InstallOptions {
     pub storage_driver: String,
     /// The ibi binary placed on the host.
     pub binary: PathBuf,
+    /// The report settings (`statusURL`); `None` means `<root>/var/tmp/ibi-report.json`. No file there:
+    /// no reports.
+    pub report_config: Option<PathBuf>,
     /// Ignore recorded state and start with the disk wipe.
     pub fresh: bool,
 }
@@ -70,6 +76,7 @@ impl InstallOptions {
             coreos_installer: "coreos-installer".to_string(),
             storage_driver: "overlay".to_string(),
             binary: PathBuf::from("/proc/self/exe"),
+            report_config: None,
             fresh: false,
         }
     }
@@ -89,10 +96,63 @@ struct Install<'a> {
     registries: Registries,
     authfile: Option<PathBuf>,
     targets: RefCell<Option<Targets>>,
+    reporter: Option<&'a Reporter>,
 }
 
-/// Runs the install; see the module comment.
+/// Runs the install; see the module comment. With report settings, every step change goes to
+/// `ibi serve`, and the result too: before the shutdown step on success, with the journal's tail on
+/// failure.
 pub fn install(opts: &InstallOptions) -> Result<()> {
+    let progress = Progress::new(&opts.status_file);
+    let setup = report_setup(opts);
+    let reporter = match setup.start() {
+        Ok(r) => r.map(Arc::new),
+        Err(e) => {
+            warn!("not reporting to ibi serve: {e:#}");
+            None
+        }
+    };
+    if let Some(r) = &reporter {
+        progress.observe(r.observer());
+    }
+    let result = install_with(opts, progress.clone(), reporter.as_deref());
+    if let (Err(e), Some(r)) = (&result, &reporter) {
+        let error = format!("{e:#}");
+        log_delivery(r.finish(progress.snapshot(), Err(&error), setup.journal()));
+    }
+    result
+}
+
+/// Where reporting finds its settings, the host's identity, the pull secret and the journal.
+fn report_setup(opts: &InstallOptions) -> ReporterSetup {
+    ReporterSetup {
+        config_file: opts
+            .report_config
+            .clone()
+            .unwrap_or_else(|| opts.root.join(REPORT_CONFIG_PATH.trim_start_matches('/'))),
+        root: opts.root.clone(),
+        authfile: opts
+            .authfile
+            .clone()
+            .or_else(|| Some(opts.root.join("var/tmp/pull-secret.json"))),
+        journalctl: "journalctl".into(),
+        unit: IBI_INSTALL_UNIT.into(),
+    }
+}
+
+fn log_delivery(d: Delivery) {
+    match d {
+        Delivery::Delivered => info!("final report delivered"),
+        Delivery::Refused(code) => warn!("final report refused (HTTP {code})"),
+        Delivery::GaveUp => warn!("final report not delivered: the server stayed unreachable"),
+    }
+}
+
+fn install_with(
+    opts: &InstallOptions,
+    progress: Progress,
+    reporter: Option<&Reporter>,
+) -> Result<()> {
     let (cfg, fingerprint) = load_prepare_config(&opts.config)?;
     let disk = fs::canonicalize(&cfg.installation_disk)
         .with_context(|| format!("installationDisk {}", cfg.installation_disk))?;
@@ -112,7 +172,6 @@ pub fn install(opts: &InstallOptions) -> Result<()> {
     // Whatever an earlier, killed run left mounted comes down before anything looks at the disk.
     super::targets::release_stale(&layout)?;
     let state = resolve_state(opts, &layout, fingerprint)?;
-    let progress = Progress::new(&opts.status_file);
     let mut runner = Runner::new(state, progress);
     let job = Install {
         opts,
@@ -121,12 +180,14 @@ pub fn install(opts: &InstallOptions) -> Result<()> {
         registries,
         authfile,
         targets: RefCell::new(None),
+        reporter,
     };
     if runner.state().is_finished() {
         info!(
             "the install finished in an earlier run; nothing to do (`--fresh` installs again, wiping {})",
             job.layout.disk.display()
         );
+        job.report_done(runner.progress());
         return runner.run(job.end_phase());
     }
     let result = job.run(&mut runner);
@@ -190,7 +251,15 @@ impl Install<'_> {
         }
         runner.state_mut().mark_finished()?;
         info!("installation finished");
+        self.report_done(runner.progress());
         runner.run(self.end_phase())
+    }
+
+    /// The success report goes before the shutdown step: a powered-off host reports nothing.
+    fn report_done(&self, progress: &Progress) {
+        if let Some(r) = self.reporter {
+            log_delivery(r.finish(progress.snapshot(), Ok(()), Vec::new()));
+        }
     }
 
     fn state_dir(&self) -> PathBuf {

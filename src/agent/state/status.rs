@@ -21,6 +21,22 @@ const STATUS_FILE_MODE: u32 = 0o644;
 const DEFAULT_WRITE_EVERY: Duration = Duration::from_millis(1000);
 /// Default minimum interval between two progress lines in the journal.
 const DEFAULT_JOURNAL_EVERY: Duration = Duration::from_secs(10);
+/// Minimum interval between two progress calls of the observer (state changes always call it): a
+/// fleet's reports stay a few per host and minute.
+const OBSERVE_EVERY: Duration = Duration::from_secs(60);
+
+/// Told the status at every state change, and now and then while a step works (`ibi serve`'s
+/// reports). Called with the status lock held: it must only hand the status on, never block.
+pub type Observer = Arc<dyn Fn(&Status) + Send + Sync>;
+
+/// Holds the observer; `Debug` only says whether there is one.
+struct ObserverSlot(Observer);
+
+impl std::fmt::Debug for ObserverSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
+}
 
 fn unix_now() -> u64 {
     SystemTime::now()
@@ -44,6 +60,8 @@ struct Inner {
     journal_every: Duration,
     last_write: Option<Instant>,
     last_journal: Option<Instant>,
+    observer: Option<ObserverSlot>,
+    last_observed: Option<Instant>,
 }
 
 impl Progress {
@@ -61,6 +79,8 @@ impl Progress {
             journal_every,
             last_write: None,
             last_journal: None,
+            observer: None,
+            last_observed: None,
         };
         Progress {
             inner: Arc::new(Mutex::new(inner)),
@@ -70,6 +90,11 @@ impl Progress {
     /// A poisoned lock only means a reporting thread panicked; the status itself is still usable.
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands every state change (and, at most once a minute, progress) to `observer` from now on.
+    pub fn observe(&self, observer: Observer) {
+        self.lock().observer = Some(ObserverSlot(observer));
     }
 
     /// The current status.
@@ -170,6 +195,12 @@ impl Inner {
         if !transition && due(self.last_journal, self.journal_every) {
             self.last_journal = Some(Instant::now());
             tracing::info!("{}", self.status.progress_line());
+        }
+        if let Some(ObserverSlot(observe)) = &self.observer
+            && (transition || due(self.last_observed, OBSERVE_EVERY))
+        {
+            self.last_observed = Some(Instant::now());
+            observe(&self.status);
         }
     }
 
@@ -295,6 +326,40 @@ mod tests {
         assert!(
             err.starts_with(&format!("writing the status to {}", p.display())),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn the_observer_sees_every_state_change_and_throttled_progress() {
+        let d = tempfile::tempdir().unwrap();
+        let progress = Progress::with_intervals(
+            &d.path().join("s.json"),
+            Duration::ZERO,
+            Duration::from_secs(3600),
+        );
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        progress.observe(Arc::new(move |s: &Status| {
+            sink.lock()
+                .unwrap()
+                .push((s.step.clone(), s.state, s.bytes_done));
+        }));
+        progress.begin(Step::FetchSeed);
+        progress.set_bytes(10, 100);
+        progress.set_bytes(20, 100);
+        progress.finish();
+        progress.begin(Step::Deploy);
+        progress.fail("boom");
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            [
+                ("fetch-seed".to_string(), RunState::Running, 0),
+                ("fetch-seed".to_string(), RunState::Done, 20),
+                ("deploy".to_string(), RunState::Running, 0),
+                ("deploy".to_string(), RunState::Failed, 0),
+            ],
+            "progress within a minute of the last call is not passed on"
         );
     }
 }

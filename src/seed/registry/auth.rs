@@ -9,6 +9,8 @@ use std::fmt;
 
 use serde::Deserialize;
 
+use crate::util::secret::Secret;
+
 /// A decoded pull secret. `Debug` shows the registry keys only.
 #[derive(Clone, Default, Deserialize)]
 pub struct PullSecret {
@@ -24,6 +26,10 @@ struct AuthEntry {
     username: Option<String>,
     #[serde(default)]
     password: Option<String>,
+    #[serde(default)]
+    identitytoken: Option<String>,
+    #[serde(default)]
+    registrytoken: Option<String>,
 }
 
 /// A user name and password for HTTP basic auth (or the token exchange that starts with it).
@@ -86,6 +92,31 @@ impl PullSecret {
                 .map_err(|why| format!("pull secret: auths[{key:?}]: {why}")),
             None => Ok(None),
         }
+    }
+}
+
+impl PullSecret {
+    /// Every credential value it holds, to scrub foreign text (a journal) of them: each `auth`, its
+    /// decoded `user:password` and the password alone, and each `password`, `identitytoken` and
+    /// `registrytoken`.
+    pub fn secret_values(&self) -> Vec<Secret> {
+        let mut values = Vec::new();
+        for entry in self.auths.values() {
+            if let Some(auth) = entry.auth.as_deref().filter(|a| !a.is_empty()) {
+                values.push(auth.trim().to_string());
+                if let Ok(Some(c)) = entry.credentials() {
+                    values.push(format!("{}:{}", c.username, c.password));
+                    values.push(c.password);
+                }
+            }
+            let others = [&entry.password, &entry.identitytoken, &entry.registrytoken];
+            values.extend(others.into_iter().flatten().cloned());
+        }
+        // Longest first, so a value that contains another is replaced whole.
+        values.retain(|v| !v.is_empty());
+        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        values.dedup();
+        values.into_iter().map(Secret::new).collect()
     }
 }
 
@@ -213,6 +244,31 @@ mod tests {
         assert!(
             !debug.contains("quay:pass") && !debug.contains("secret"),
             "{debug}"
+        );
+    }
+
+    #[test]
+    fn secret_values_cover_every_credential_longest_first() {
+        // auth: base64("user:MARKER-pw")
+        let ps = parse_pull_secret(
+            r#"{"auths": {"a.lab": {"auth": "dXNlcjpNQVJLRVItcHc="},
+                          "b.lab": {"username": "u", "password": "MARKER-b", "identitytoken": "MARKER-it"}}}"#,
+        )
+        .expect("valid");
+        let values: Vec<String> = ps
+            .secret_values()
+            .iter()
+            .map(|s| s.expose_str().to_string())
+            .collect();
+        assert_eq!(
+            values,
+            [
+                "dXNlcjpNQVJLRVItcHc=",
+                "user:MARKER-pw",
+                "MARKER-pw",
+                "MARKER-it",
+                "MARKER-b"
+            ]
         );
     }
 }

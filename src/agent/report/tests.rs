@@ -1,0 +1,197 @@
+use std::io::{Read, Write};
+use std::net::TcpListener;
+
+use super::*;
+use crate::contract::host_report::{DEFAULT_ATTEMPTS, MAX_LOG_LINE_CHARS};
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+fn config(url: &str, attempts: u32) -> ReportConfig {
+    ReportConfig {
+        url: url.into(),
+        token: Secret::new(TOKEN),
+        ca_pem: None,
+        attempts,
+        delay_seconds: 0,
+    }
+}
+
+/// A port nothing listens on (bound, then closed).
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Answers every request with `status` and returns the bodies it got, once `n` arrived.
+fn answering(status: &'static str, n: usize) -> (String, std::thread::JoinHandle<Vec<String>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let t = std::thread::spawn(move || {
+        let mut bodies = Vec::new();
+        for _ in 0..n {
+            let (mut s, _) = l.accept().unwrap();
+            let mut req = Vec::new();
+            let mut buf = [0u8; 4096];
+            // Headers, then Content-Length bytes of body.
+            let body = loop {
+                let k = s.read(&mut buf).unwrap();
+                req.extend_from_slice(&buf[..k]);
+                let text = String::from_utf8_lossy(&req).to_string();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length: ")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if body.len() >= len {
+                        assert!(
+                            head.contains(&format!("authorization: Bearer {TOKEN}")),
+                            "{head}"
+                        );
+                        break body.to_string();
+                    }
+                }
+            };
+            bodies.push(body);
+            write!(
+                s,
+                "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
+        }
+        bodies
+    });
+    (url, t)
+}
+
+fn identity() -> HostIdentity {
+    HostIdentity {
+        hostname: "h".into(),
+        product_uuid: Some("u-1".into()),
+        boot_id: None,
+    }
+}
+
+#[test]
+fn the_final_report_carries_filtered_logs_and_waits_for_delivery() {
+    let (url, server) = answering("204 No Content", 1);
+    let secrets = vec![Secret::new("MARKER-pw")];
+    let r = Reporter::start(config(&url, 3), identity(), secrets).unwrap();
+    let logs = vec![
+        format!("token {TOKEN} and MARKER-pw"),
+        "proxy http://u:MARKER-proxy@p:3128".into(),
+    ];
+    let mut status = Status::idle(1);
+    status.step = "precache".into();
+    let outcome = r.finish(status, Err("precache failed: MARKER-pw leaked"), logs);
+    assert_eq!(outcome, Delivery::Delivered);
+    let body = server.join().unwrap().pop().unwrap();
+    let report: HostReport = serde_json::from_str(&body).unwrap();
+    assert!(report.finished);
+    assert_eq!(report.status.state, RunState::Failed);
+    assert_eq!(
+        report.status.error.as_deref(),
+        Some("precache failed: <redacted> leaked")
+    );
+    assert_eq!(
+        report.logs,
+        [
+            "token <redacted> and <redacted>",
+            "proxy http://<redacted>@p:3128"
+        ]
+    );
+    assert!(!body.contains("MARKER") && !body.contains(TOKEN), "{body}");
+    // Only the first finish sends.
+    assert_eq!(
+        r.finish(Status::idle(2), Ok(()), Vec::new()),
+        Delivery::Delivered
+    );
+}
+
+#[test]
+fn an_unreachable_server_is_tried_a_bounded_number_of_times() {
+    let url = format!("http://127.0.0.1:{}", closed_port());
+    let r = Reporter::start(config(&url, 3), identity(), Vec::new()).unwrap();
+    r.report(&Status::idle(1));
+    assert_eq!(
+        r.finish(Status::idle(2), Ok(()), Vec::new()),
+        Delivery::GaveUp
+    );
+}
+
+#[test]
+fn a_refused_token_ends_reporting() {
+    let (url, server) = answering("403 Forbidden", 1);
+    let r = Reporter::start(config(&url, DEFAULT_ATTEMPTS), identity(), Vec::new()).unwrap();
+    r.report(&Status::idle(1));
+    let bodies = server.join().unwrap();
+    assert_eq!(bodies.len(), 1);
+    // The thread stopped at the refusal: the final report is not even tried.
+    assert_eq!(
+        r.finish(Status::idle(2), Ok(()), Vec::new()),
+        Delivery::Refused(403)
+    );
+}
+
+#[test]
+fn identity_is_read_under_the_root() {
+    let d = tempfile::tempdir().unwrap();
+    assert_eq!(read_identity(d.path()), HostIdentity::default());
+    for (p, v) in [
+        ("proc/sys/kernel/hostname", "sno-a17\n"),
+        (
+            "sys/class/dmi/id/product_uuid",
+            "27946B59-9E44-4FA7-8E91-F3527A1EF094\n",
+        ),
+        ("proc/sys/kernel/random/boot_id", "b00t\n"),
+    ] {
+        let path = d.path().join(p);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, v).unwrap();
+    }
+    assert_eq!(
+        read_identity(d.path()),
+        HostIdentity {
+            hostname: "sno-a17".into(),
+            product_uuid: Some("27946b59-9e44-4fa7-8e91-f3527a1ef094".into()),
+            boot_id: Some("b00t".into()),
+        }
+    );
+}
+
+#[test]
+fn settings_errors_name_the_file_not_the_token() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("r.json");
+    assert!(host::load_report_config(&p).unwrap().is_none());
+    std::fs::write(&p, format!(r#"{{"url":"x","token":"{TOKEN}"}}"#)).unwrap();
+    let err = format!("{:#}", host::load_report_config(&p).unwrap_err());
+    assert!(err.contains("is not a report settings file"), "{err}");
+    assert!(!err.contains(TOKEN), "{err}");
+}
+
+#[test]
+fn logs_are_scrubbed_before_they_are_cut() {
+    // A secret straddling the cut must not leave its first half behind.
+    let secret = "S".repeat(20);
+    let line = format!("{}{secret}", "x".repeat(MAX_LOG_LINE_CHARS - 10));
+    let out = host::filter_logs(vec![line], &[Secret::new(secret.clone())]);
+    assert!(!out[0].contains("SSSS"), "{}", out[0]);
+}
+
+#[test]
+fn a_missing_journalctl_is_one_line_saying_so() {
+    let lines = journal_tail("/nonexistent/journalctl", "x.service");
+    assert_eq!(lines.len(), 1);
+    assert!(
+        lines[0].starts_with("(the journal could not be read: starting `/nonexistent/journalctl"),
+        "{}",
+        lines[0]
+    );
+}
