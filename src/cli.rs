@@ -36,6 +36,8 @@ pub enum Command {
     /// Follow a site's cluster with its own admin kubeconfig until it is ready (exit 0), or the
     /// timeout (exit 2)
     Watch(WatchOpts),
+    /// Show the fleet: each host's phase, step and state from its reports to `ibi serve` and deploy's record
+    Status(StatusOpts),
     /// Print a shell completion script to stdout
     Completion(CompletionOpts),
 }
@@ -318,6 +320,22 @@ fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
 
 fn parse_secret(s: &str) -> Result<crate::util::secret::Secret, String> {
     Ok(crate::util::secret::Secret::new(s))
+}
+
+#[derive(Debug, Args)]
+pub struct StatusOpts {
+    /// The directory `ibi serve` and `ibi deploy` keep their records in (DIR/.ibi/)
+    #[arg(long, default_value = ".", value_name = "BASE")]
+    pub dir: PathBuf,
+    /// Only this site
+    #[arg(long, value_name = "SITE")]
+    pub site: Option<String>,
+    /// Also print the journal lines failed hosts sent
+    #[arg(long)]
+    pub logs: bool,
+    /// JSON on stdout, for scripts
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -11,5 +11,6 @@ mod dispatch;
 mod inspect;
 mod serve;
 mod watch;
+mod status;
 
 pub use dispatch::{exit_code, report_error, run};

@@ -9,3 +9,4 @@ pub mod deploy_state;
 pub mod report_store;
 pub mod serve;
 pub mod watch;
+pub mod status;
