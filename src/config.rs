@@ -16,6 +16,7 @@ mod install_config;
 mod installation;
 mod installation_template;
 mod inventory;
+mod inventory_bmc;
 mod inventory_render;
 mod lca_versions;
 mod manifests;
@@ -45,6 +46,7 @@ pub use installation::{
 };
 pub use installation_template::IMAGE_BASED_INSTALLATION_CONFIG_TEMPLATE;
 pub use inventory::{Inventory, Nic, SiteEntry, load_inventory, parse_inventory};
+pub use inventory_bmc::BmcEntry;
 pub use inventory_render::{FleetBase, SiteFiles, check_site, load_fleet_base};
 pub use lca_versions::{
     MinorVersion, VERSIONED_KEYS, VersionedKey, markdown_table as versioned_keys_table,

@@ -159,6 +159,14 @@ macro_rules! more_fields {
 # hostAgentImage (with hostAgent: ibi only): the image whose /usr/local/bin/ibi the live ISO copies and runs.
 # hostAgentImage: quay.io/example/ibi:latest
 #
+# statusURL (not in openshift-install) is the base URL of `ibi serve` as the
+# host reaches it: the host then reports its progress and result there, and
+# its journal on failure (`ibi status` shows them). statusCA is the CA of the
+# server's certificate, a PEM file path (relative to this directory) or inline
+# PEM; without it the live ISO's trust store is used. Default: no reports.
+# statusURL: https://192.0.2.10:8443
+# statusCA: .ibi/serve-tls.crt
+#
 # A script named post.sh next to this file, if present, is copied to the live
 # ISO and run by lca-cli ibi (with bash) after the seed is restored; a failure
 # fails the installation.

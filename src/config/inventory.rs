@@ -5,7 +5,8 @@
 //! This module decodes the inventory and runs the checks that need nothing but the inventory: names
 //! usable as directory names and unique, the one-NIC shorthand well formed. A finding names the file,
 //! the entry (`sites[2]` or `line 4`), the site and the key. Turning an entry into the site's effective
-//! input files, and the rules that need them, is [`super::inventory_render`].
+//! input files, and the rules that need them, is [`super::inventory_render`]; a site's optional `bmc:`
+//! (for `ibi deploy`) is [`super::inventory_bmc`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -15,6 +16,7 @@ use serde::Deserialize;
 use serde_yaml_ng::Value;
 
 use super::finding::{Finding, Findings, ValidationError};
+use super::inventory_bmc::{BmcEntry, CSV_BMC_COLUMNS, check_bmc, csv_column_of, set_csv_cell};
 use super::net::{Cidr, check_network_cidr};
 
 /// Longest site name: a file name on every Linux filesystem is at most 255 bytes, and the name also
@@ -61,6 +63,8 @@ pub struct SiteEntry {
     pub cluster_id: Option<String>,
     #[serde(rename = "infra_id")]
     pub infra_id: Option<String>,
+    /// The host's BMC, for `ibi deploy` ([`super::inventory_bmc`]).
+    pub bmc: Option<BmcEntry>,
     /// Where the entry is in the inventory; set by the parser, not read from the file.
     #[serde(skip)]
     pub at: Locator,
@@ -95,7 +99,11 @@ impl SiteEntry {
         let at = match self.at {
             Locator::Yaml(i) => format!("sites[{i}].{key}"),
             Locator::Csv(line) => {
-                let column = key.strip_prefix("nic.").unwrap_or(key);
+                let column = key
+                    .strip_prefix("nic.")
+                    .map(str::to_string)
+                    .or_else(|| csv_column_of(key))
+                    .unwrap_or_else(|| key.to_string());
                 format!("line {line} column {column}")
             }
             Locator::Unknown => key.to_string(),
@@ -266,6 +274,9 @@ fn check_site_fields(f: &mut Findings, site: &SiteEntry) {
         }
         check_nic(f, site, nic);
     }
+    if let Some(bmc) = &site.bmc {
+        check_bmc(f, site, bmc);
+    }
 }
 
 fn check_nic(f: &mut Findings, site: &SiteEntry, nic: &Nic) {
@@ -419,12 +430,13 @@ fn parse_csv(file: &str, text: &str) -> Result<Vec<SiteEntry>, ValidationError> 
 fn csv_header<'a>(f: &mut Findings, line: usize, header: &'a str) -> Vec<&'a str> {
     let columns: Vec<&str> = header.split(',').map(str::trim).collect();
     for (i, c) in columns.iter().enumerate() {
-        if !CSV_COLUMNS.contains(c) {
+        if !CSV_COLUMNS.contains(c) && !CSV_BMC_COLUMNS.contains(c) {
             f.add(
                 format!("line {line} column {}", i + 1),
                 format!(
-                    "unknown column {c:?}, expected one of {}",
-                    CSV_COLUMNS.join(", ")
+                    "unknown column {c:?}, expected one of {}, {}",
+                    CSV_COLUMNS.join(", "),
+                    CSV_BMC_COLUMNS.join(", ")
                 ),
             );
         } else if columns[..i].contains(c) {
@@ -445,6 +457,8 @@ fn csv_site(f: &mut Findings, line: usize, columns: &[&str], cells: &[&str]) -> 
     };
     let mut nic = Nic::default();
     let mut has_nic = false;
+    let mut bmc = BmcEntry::default();
+    let mut has_bmc = false;
     let text = |v: &str| Some(v.to_string());
     for (column, value) in columns.iter().zip(cells) {
         let value = *value;
@@ -472,11 +486,18 @@ fn csv_site(f: &mut Findings, line: usize, columns: &[&str], cells: &[&str]) -> 
             "nodeLabels" => site.node_labels = csv_labels(f, line, value),
             "cluster_id" => site.cluster_id = text(value),
             "infra_id" => site.infra_id = text(value),
+            c if CSV_BMC_COLUMNS.contains(&c) => {
+                has_bmc = true;
+                set_csv_cell(f, line, &mut bmc, c, value);
+            }
             _ => {} // reported with the header
         }
     }
     if has_nic {
         site.nic = Some(nic);
+    }
+    if has_bmc {
+        site.bmc = Some(bmc);
     }
     site
 }

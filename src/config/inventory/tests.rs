@@ -133,7 +133,7 @@ fn csv_errors_name_line_and_column() {
     assert_eq!(
         findings_csv("name,hostnme\na,b\n"),
         [
-            "sites.csv: line 1 column 2: unknown column \"hostnme\", expected one of name, hostname, clusterName, baseDomain, sshKey, machineNetwork, interface, macAddress, address, gateway, dns, additionalNTPSources, releaseRegistry, nodeLabels, cluster_id, infra_id"
+            "sites.csv: line 1 column 2: unknown column \"hostnme\", expected one of name, hostname, clusterName, baseDomain, sshKey, machineNetwork, interface, macAddress, address, gateway, dns, additionalNTPSources, releaseRegistry, nodeLabels, cluster_id, infra_id, bmcAddress, bmcSystem, bmcUser, bmcPasswordFile, bmcPasswordEnv, bmcCaFile, bmcInsecure"
         ]
     );
     assert_eq!(
