@@ -254,7 +254,6 @@ pub(super) fn set_csv_cell(
 #[cfg(test)]
 mod tests {
     use super::super::inventory::parse_inventory;
-    use super::*;
 
     fn findings(text: &str, csv: bool) -> Vec<String> {
         match parse_inventory("BASE/sites.yaml", text, csv) {

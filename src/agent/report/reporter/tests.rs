@@ -2,6 +2,7 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 
 use super::*;
+use crate::agent::report::host::{self, journal_tail, read_identity};
 use crate::contract::host_report::{DEFAULT_ATTEMPTS, MAX_LOG_LINE_CHARS};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";

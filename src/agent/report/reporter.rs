@@ -1,0 +1,312 @@
+//! The reporting thread: a queue of one (the latest report), retries while the server is unreachable,
+//! and the final report's wait; see the parent module.
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use tracing::{info, warn};
+
+use crate::agent::state::Observer;
+use crate::contract::agent_status::{RunState, Status};
+use crate::contract::host_report::{
+    HostIdentity, HostReport, REPORT_VERSION, ReportConfig, ReportingAgent,
+};
+use crate::util::secret::{Secret, scrub};
+
+/// One request's bound: a server that accepted the connection answers a small POST at once.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a report's delivery came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    Delivered,
+    /// The server said no (its HTTP status); not tried again.
+    Refused(u16),
+    /// Every try failed to reach the server.
+    GaveUp,
+}
+
+/// Posts reports from a thread of its own; see the module comment.
+#[derive(Debug)]
+pub struct Reporter {
+    shared: Arc<Shared>,
+    identity: HostIdentity,
+    secrets: Vec<Secret>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    queue: Mutex<Queue>,
+    changed: Condvar,
+    sender: Sender,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    pending: Option<HostReport>,
+    /// The final report was queued: nothing after it is sent.
+    closed: bool,
+    /// The server refused the token: nothing more is sent.
+    refused: bool,
+    /// How the final report went, once it has.
+    outcome: Option<Delivery>,
+}
+
+impl Reporter {
+    /// Starts the reporting thread. `secrets` are scrubbed from everything sent besides the token,
+    /// which always is.
+    pub fn start(
+        config: ReportConfig,
+        identity: HostIdentity,
+        mut secrets: Vec<Secret>,
+    ) -> Result<Reporter> {
+        secrets.insert(0, config.token.clone());
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue::default()),
+            changed: Condvar::new(),
+            sender: Sender::new(config)?,
+        });
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("ibi-report".into())
+            .spawn(move || worker.run())
+            .context("starting the report thread")?;
+        Ok(Reporter {
+            shared,
+            identity,
+            secrets,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Hands `status` on as a progress report (not final).
+    pub fn report(&self, status: &Status) {
+        let report = self.build(status.clone(), false, Vec::new());
+        self.shared.enqueue(report, false);
+    }
+
+    /// An observer for [`crate::agent::state::Progress::observe`].
+    pub fn observer(self: &Arc<Self>) -> Observer {
+        let me = Arc::clone(self);
+        Arc::new(move |s: &Status| me.report(s))
+    }
+
+    /// Sends the final report and waits until it is delivered or given up. `status` is where the
+    /// install ended; `Err(error)` marks it failed with that error and attaches `logs`. Only the first
+    /// call sends anything.
+    pub fn finish(
+        &self,
+        mut status: Status,
+        outcome: Result<(), &str>,
+        logs: Vec<String>,
+    ) -> Delivery {
+        let logs = match outcome {
+            Ok(()) => {
+                status.state = RunState::Done;
+                Vec::new()
+            }
+            Err(error) => {
+                status.state = RunState::Failed;
+                status.error = Some(error.to_string());
+                logs
+            }
+        };
+        let report = self.build(status, true, logs);
+        self.shared.enqueue(report, true);
+        let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(h) = handle
+            && h.join().is_err()
+        {
+            warn!("the report thread panicked");
+        }
+        self.shared.lock().outcome.unwrap_or(Delivery::GaveUp)
+    }
+
+    fn build(&self, mut status: Status, finished: bool, logs: Vec<String>) -> HostReport {
+        if let Some(e) = status.error.as_mut() {
+            *e = scrub(e, &self.secrets);
+        }
+        HostReport {
+            version: REPORT_VERSION,
+            agent: ReportingAgent::Ibi,
+            host: self.identity.clone(),
+            status,
+            finished,
+            logs: super::host::filter_logs(logs, &self.secrets),
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn enqueue(&self, report: HostReport, last: bool) {
+        let mut q = self.lock();
+        if q.closed || q.refused {
+            return;
+        }
+        q.pending = Some(report);
+        q.closed = last;
+        self.changed.notify_all();
+    }
+
+    /// The thread: the latest pending report, delivered with retries, until the final one.
+    fn run(&self) {
+        while let Some(report) = self.next() {
+            let last = report.finished;
+            let outcome = self.deliver(report);
+            let mut q = self.lock();
+            if matches!(outcome, Delivery::Refused(401 | 403)) {
+                q.refused = true;
+            }
+            if last || q.refused {
+                q.outcome = Some(outcome);
+                self.changed.notify_all();
+                return;
+            }
+        }
+    }
+
+    fn next(&self) -> Option<HostReport> {
+        let mut q = self.lock();
+        loop {
+            if let Some(r) = q.pending.take() {
+                return Some(r);
+            }
+            if q.closed {
+                return None;
+            }
+            q = self.changed.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Tries `report` until it is delivered, refused, replaced by a newer one (unless final) or out of tries.
+    fn deliver(&self, mut report: HostReport) -> Delivery {
+        let config = &self.sender.config;
+        let mut attempt = 1;
+        loop {
+            match self.sender.post(&report) {
+                Ok(()) => return Delivery::Delivered,
+                Err(Failure::Refused(code)) => {
+                    warn!(
+                        "{} refused the report: HTTP {code}{}",
+                        config.endpoint(),
+                        if matches!(code, 401 | 403) {
+                            " (the report token is not this server's); no further reports"
+                        } else {
+                            ""
+                        }
+                    );
+                    return Delivery::Refused(code);
+                }
+                Err(Failure::Unreachable(why)) if attempt >= config.attempts => {
+                    warn!(
+                        "gave up reporting to {} after {attempt} tries: {why}",
+                        config.endpoint()
+                    );
+                    return Delivery::GaveUp;
+                }
+                Err(Failure::Unreachable(why)) => {
+                    info!(
+                        "could not report to {} (try {attempt} of {}): {why}; again in {} s",
+                        config.endpoint(),
+                        config.attempts,
+                        config.delay_seconds
+                    );
+                }
+            }
+            attempt += 1;
+            match self.wait_or_newer(&report) {
+                Some(newer) => {
+                    report = newer;
+                    attempt = 1;
+                }
+                None if self.lock().refused => return Delivery::GaveUp,
+                None => {}
+            }
+        }
+    }
+
+    /// Waits the retry delay; a newer report queued meanwhile replaces a non-final `current`.
+    fn wait_or_newer(&self, current: &HostReport) -> Option<HostReport> {
+        let delay = Duration::from_secs(self.sender.config.delay_seconds);
+        let q = self.lock();
+        let (mut q, _) = self
+            .changed
+            .wait_timeout_while(q, delay, |q| current.finished || q.pending.is_none())
+            .unwrap_or_else(|e| e.into_inner());
+        if current.finished {
+            return None;
+        }
+        q.pending.take()
+    }
+}
+
+/// Why one try failed.
+enum Failure {
+    Unreachable(String),
+    Refused(u16),
+}
+
+/// The HTTP side: one client, TLS checked against `caPem` only when given.
+#[derive(Debug)]
+struct Sender {
+    config: ReportConfig,
+    client: reqwest::blocking::Client,
+}
+
+impl Sender {
+    fn new(config: ReportConfig) -> Result<Sender> {
+        let mut builder = reqwest::blocking::Client::builder()
+            .user_agent(concat!("ibi/", env!("CARGO_PKG_VERSION")))
+            .timeout(REQUEST_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .pool_max_idle_per_host(0);
+        if let Some(pem) = &config.ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+                .context("reading the report CA (statusCA)")?;
+            builder = builder.tls_certs_only(certs);
+        }
+        let client = builder.build().context("setting up the report client")?;
+        Ok(Sender { config, client })
+    }
+
+    fn post(&self, report: &HostReport) -> Result<(), Failure> {
+        let body = serde_json::to_vec(report)
+            .map_err(|e| Failure::Unreachable(format!("encoding the report: {e}")))?;
+        let answer = self
+            .client
+            .post(self.config.endpoint())
+            .bearer_auth(self.config.token.expose_str())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send();
+        let status = match answer {
+            Ok(r) => r.status().as_u16(),
+            Err(e) => return Err(Failure::Unreachable(innermost(&e))),
+        };
+        match status {
+            200..=299 => Ok(()),
+            408 | 429 | 500..=599 => Err(Failure::Unreachable(format!("HTTP {status}"))),
+            _ => Err(Failure::Refused(status)),
+        }
+    }
+}
+
+/// reqwest's outer messages repeat the URL; the innermost cause says what happened.
+fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+#[cfg(test)]
+mod tests;
