@@ -13,7 +13,9 @@ use std::process::Command;
 
 use ibi::config::{ImageDigestSource, Proxy};
 use ibi::ignition::{Config, to_json};
+use ibi::install_image::ignition::status_report::StatusReportInputs;
 use ibi::install_image::ignition::{InstallationIgnitionInputs, build_installation_ignition};
+use ibi::util::secret::Secret;
 
 fn minimal() -> InstallationIgnitionInputs {
     InstallationIgnitionInputs {
@@ -85,6 +87,21 @@ fn configs() -> Vec<(&'static str, Config)> {
         host_agent_image: Some("quay.io/openshift-kni/ibi:4.16.0".into()),
         ..full()
     };
+    // statusURL: the report settings for both agents; with lca, three report units and the install
+    // unit's OnFailure= drop-in, and (shutdown: true) the power-off drop-in of the success unit.
+    let report = Some(StatusReportInputs {
+        url: "https://192.0.2.10:8443".into(),
+        token: Secret::new("0123456789abcdef0123456789abcdef"),
+        ca_pem: Some(test_ca()),
+    });
+    let lca_reports = InstallationIgnitionInputs {
+        status_report: report.clone(),
+        ..full()
+    };
+    let ibi_reports = InstallationIgnitionInputs {
+        status_report: report,
+        ..ibi_agent.clone()
+    };
     [
         ("minimal", minimal()),
         ("full", full()),
@@ -92,10 +109,33 @@ fn configs() -> Vec<(&'static str, Config)> {
         ("override-spec-3.3.0", spec_3_3),
         ("override-spec-3.4.0", spec_3_4),
         ("ibi-host-agent", ibi_agent),
+        ("lca-status-report", lca_reports),
+        ("ibi-status-report", ibi_reports),
     ]
     .into_iter()
     .map(|(n, i)| (n, build_installation_ignition(&i).unwrap()))
     .collect()
+}
+
+/// A real CA certificate (statusCA), made with OpenSSL.
+fn test_ca() -> String {
+    use openssl::{asn1::Asn1Time, hash::MessageDigest, pkey::PKey, rsa::Rsa, x509};
+    let key = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
+    let mut name = x509::X509NameBuilder::new().unwrap();
+    name.append_entry_by_text("CN", "ibi serve test CA")
+        .unwrap();
+    let name = name.build();
+    let mut b = x509::X509::builder().unwrap();
+    b.set_version(2).unwrap();
+    b.set_subject_name(&name).unwrap();
+    b.set_issuer_name(&name).unwrap();
+    b.set_pubkey(&key).unwrap();
+    b.set_not_before(&Asn1Time::days_from_now(0).unwrap())
+        .unwrap();
+    b.set_not_after(&Asn1Time::days_from_now(1).unwrap())
+        .unwrap();
+    b.sign(&key, MessageDigest::sha256()).unwrap();
+    String::from_utf8(b.build().to_pem().unwrap()).unwrap()
 }
 
 /// `false` (after printing SKIP) when `tool` is missing and `CI` is unset; panics in CI.
@@ -178,6 +218,8 @@ fn the_generated_config_is_written_at_the_lowest_spec_that_holds_it() {
         ("override-spec-3.3.0", "3.3.0"),
         ("override-spec-3.4.0", "3.4.0"),
         ("ibi-host-agent", "3.2.0"),
+        ("lca-status-report", "3.2.0"),
+        ("ibi-status-report", "3.2.0"),
     ];
     let want: Vec<(&str, String)> = want.iter().map(|(n, v)| (*n, v.to_string())).collect();
     assert_eq!(versions, want);
@@ -246,10 +288,40 @@ fn stub_commands(root: &Path, unit: &str) {
 
 #[test]
 fn the_ibi_case_carries_the_ibi_unit_and_its_drop_in() {
-    let (_, config) = configs().pop().unwrap();
+    let (_, config) = configs()
+        .into_iter()
+        .find(|(n, _)| *n == "ibi-host-agent")
+        .unwrap();
     let unit = &config.systemd.units[0];
     assert_eq!(unit.name, "ibi-agent-install.service");
     assert_eq!(unit.extra["dropins"][0]["name"], "10-ibi-host-agent.conf");
+}
+
+#[test]
+fn the_status_report_cases_carry_the_report_settings_and_the_lca_units() {
+    let all = configs();
+    let get = |n: &str| &all.iter().find(|(name, _)| *name == n).unwrap().1;
+    let has_file = |c: &Config, p: &str| c.storage.files.iter().any(|f| f.path == p);
+    let units =
+        |c: &Config| -> Vec<String> { c.systemd.units.iter().map(|u| u.name.clone()).collect() };
+    let lca = get("lca-status-report");
+    assert!(has_file(lca, "/var/tmp/ibi-report.json"));
+    assert!(has_file(lca, "/usr/local/bin/ibi-report.sh"));
+    for u in [
+        "ibi-report-start.service",
+        "ibi-report-done.service",
+        "ibi-report-failed.service",
+    ] {
+        assert!(
+            units(lca).iter().any(|n| n == u),
+            "{u} missing: {:?}",
+            units(lca)
+        );
+    }
+    let ibi = get("ibi-status-report");
+    assert!(has_file(ibi, "/var/tmp/ibi-report.json"));
+    assert!(!has_file(ibi, "/usr/local/bin/ibi-report.sh"));
+    assert!(!units(ibi).iter().any(|n| n.starts_with("ibi-report-")));
 }
 
 #[test]

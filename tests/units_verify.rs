@@ -72,8 +72,31 @@ fn verify_root(unit_name: &str, unit: &str) -> tempfile::TempDir {
     }
     let etc = root.path().join("etc/systemd/system");
     fs::create_dir_all(&etc).unwrap();
+    live_iso_units(&etc, unit_name);
     fs::write(etc.join(unit_name), unit).unwrap();
     root
+}
+
+/// The units `ibi create image` generates beside ours on the live ISO (the installer's install unit, the
+/// network unit), from the builder itself: the report units require the install unit to exist.
+fn live_iso_units(etc: &Path, except: &str) {
+    use ibi::install_image::ignition::status_report::StatusReportInputs;
+    use ibi::install_image::ignition::{InstallationIgnitionInputs, build_installation_ignition};
+    let inputs = InstallationIgnitionInputs {
+        seed_image: "quay.io/openshift-kni/seed-image:4.16.0".into(),
+        seed_version: "4.16.0".into(),
+        installation_disk: "/dev/vda".into(),
+        pull_secret: r#"{"auths":{}}"#.into(),
+        status_report: Some(StatusReportInputs {
+            url: "https://192.0.2.10:8443".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let config = build_installation_ignition(&inputs).unwrap();
+    for u in config.systemd.units.iter().filter(|u| u.name != except) {
+        fs::write(etc.join(&u.name), u.contents.as_deref().unwrap()).unwrap();
+    }
 }
 
 #[test]
