@@ -4,9 +4,10 @@
 //! (the report token, every credential of the pull secret, the password of any `scheme://user:pass@`).
 //!
 //! Reporting is observability, not the install: reports are posted by a thread of their own, so a slow
-//! or unreachable server never holds a step back. While the server is unreachable (no answer, 408, 429,
-//! 5xx) a report is tried again after `delaySeconds`, `attempts` times in all, and a newer report
-//! replaces one still waiting (the server only needs the latest). The final report is the exception:
+//! or unreachable server never holds a step back. Every state change is sent, in order; progress within
+//! a step replaces the progress report still waiting before it. While the server is unreachable (no
+//! answer, 408, 429, 5xx) a report is tried again after `delaySeconds`, `attempts` times in all, and the
+//! newest report queued meanwhile replaces it (the server then only needs where the install is). The final report is the exception:
 //! [`Reporter::finish`] waits until it is delivered or its tries are used up, so it is sent before the
 //! host powers off. A refusal of the token (401, 403) ends reporting; other refusals drop that report.
 

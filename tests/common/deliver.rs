@@ -31,6 +31,12 @@ pub struct Served {
 impl Served {
     /// Starts `ibi serve --dir DIR --listen 127.0.0.1:0 EXTRA…` and waits for "listening on".
     pub fn start(dir: &Path, extra: &[&str]) -> Served {
+        Served::start_on(dir, "127.0.0.1:0", extra)
+    }
+
+    /// As [`Served::start`], listening on `listen` (a port fixed before the server starts, as a
+    /// `statusURL` baked into an ISO needs).
+    pub fn start_on(dir: &Path, listen: &str, extra: &[&str]) -> Served {
         let logs = tempfile::tempdir().expect("tempdir");
         let stderr = logs.path().join("stderr");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ibi"));
@@ -39,7 +45,7 @@ impl Served {
             "--dir",
             dir.to_str().expect("utf-8"),
             "--listen",
-            "127.0.0.1:0",
+            listen,
         ])
         .args(extra)
         .env_remove("RUST_LOG")
@@ -121,6 +127,13 @@ impl Drop for Served {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A port free on 127.0.0.1 right now (bound, then released), for a server that must be named before
+/// it starts.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binding a free port");
+    l.local_addr().expect("local address").port()
 }
 
 /// SIGTERM, a bounded wait, then SIGKILL.

@@ -1,6 +1,7 @@
 //! The reporting thread: a queue of one (the latest report), retries while the server is unreachable,
 //! and the final report's wait; see the parent module.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -18,6 +19,9 @@ use crate::util::secret::{Secret, scrub};
 /// One request's bound: a server that accepted the connection answers a small POST at once.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Reports waiting while one is being delivered: a whole install has fewer step changes, so none is
+/// dropped while the server answers; past it the oldest go (the newest says where the install is).
+const MAX_PENDING: usize = 64;
 
 /// What a report's delivery came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +51,8 @@ struct Shared {
 
 #[derive(Debug, Default)]
 struct Queue {
-    pending: Option<HostReport>,
+    /// In order; a progress report replaces the one before it of the same step and state.
+    pending: VecDeque<HostReport>,
     /// The final report was queued: nothing after it is sent.
     closed: bool,
     /// The server refused the token: nothing more is sent.
@@ -151,7 +156,16 @@ impl Shared {
         if q.closed || q.refused {
             return;
         }
-        q.pending = Some(report);
+        let same_state = |r: &HostReport| {
+            r.status.step == report.status.step && r.status.state == report.status.state
+        };
+        if !last && q.pending.back().is_some_and(same_state) {
+            q.pending.pop_back();
+        }
+        q.pending.push_back(report);
+        if q.pending.len() > MAX_PENDING {
+            q.pending.pop_front();
+        }
         q.closed = last;
         self.changed.notify_all();
     }
@@ -176,7 +190,7 @@ impl Shared {
     fn next(&self) -> Option<HostReport> {
         let mut q = self.lock();
         loop {
-            if let Some(r) = q.pending.take() {
+            if let Some(r) = q.pending.pop_front() {
                 return Some(r);
             }
             if q.closed {
@@ -233,18 +247,19 @@ impl Shared {
         }
     }
 
-    /// Waits the retry delay; a newer report queued meanwhile replaces a non-final `current`.
+    /// Waits the retry delay; the newest report queued meanwhile replaces a non-final `current` and
+    /// every report between them: while the server is unreachable only where the install is matters.
     fn wait_or_newer(&self, current: &HostReport) -> Option<HostReport> {
         let delay = Duration::from_secs(self.sender.config.delay_seconds);
         let q = self.lock();
         let (mut q, _) = self
             .changed
-            .wait_timeout_while(q, delay, |q| current.finished || q.pending.is_none())
+            .wait_timeout_while(q, delay, |q| current.finished || q.pending.is_empty())
             .unwrap_or_else(|e| e.into_inner());
         if current.finished {
             return None;
         }
-        q.pending.take()
+        q.pending.drain(..).next_back()
     }
 }
 

@@ -49,7 +49,7 @@ const REPORT_SCRIPT_MODE: u32 = 0o555;
 /// lines lose every value of the pull secret's `auths` (each `auth`, its decoded `user:password` and the
 /// password alone, `password`, `identitytoken`, `registrytoken`), the token, and the password of any
 /// `scheme://user:password@` URL; then they are cut to 100 lines of 500 characters. The inputs can be
-/// moved with `IBI_REPORT_CONFIG`, `PULL_SECRET_FILE` and `PRODUCT_UUID_FILE`, as the installer's
+/// moved with `IBI_REPORT_CONFIG`, `PULL_SECRET_FILE`, `PRODUCT_UUID_FILE` and `HOSTNAME_FILE`, as the installer's
 /// script takes `SEED_IMAGE` and friends.
 pub const REPORT_SCRIPT: &str = r#"#!/bin/bash
 # Written by ibi (statusURL, hostAgent: lca). Posts the state of install-rhcos-and-restore-seed.service
@@ -66,6 +66,7 @@ esac
 config="${IBI_REPORT_CONFIG:-/var/tmp/ibi-report.json}"
 pull_secret="${PULL_SECRET_FILE:-/var/tmp/pull-secret.json}"
 uuid_file="${PRODUCT_UUID_FILE:-/sys/class/dmi/id/product_uuid}"
+hostname_file="${HOSTNAME_FILE:-/proc/sys/kernel/hostname}"
 unit=install-rhcos-and-restore-seed.service
 
 work="$(mktemp -d)"
@@ -91,7 +92,7 @@ jq --null-input --compact-output \
     --slurpfile cfg "${config}" --slurpfile ps "${work}/pull-secret.json" \
     --rawfile journal "${work}/journal" \
     --arg state "${state}" --arg error "${error}" --arg now "$(date +%s)" --arg booted "${booted}" \
-    --arg hostname "$(cat /proc/sys/kernel/hostname)" --arg uuid "${uuid}" --arg boot_id "${boot_id}" \
+    --arg hostname "$(cat "${hostname_file}")" --arg uuid "${uuid}" --arg boot_id "${boot_id}" \
     '
     def secrets:
         [$cfg[0].token,
