@@ -6,6 +6,7 @@
 
 pub mod boot;
 pub mod deploy_state;
+pub mod host_result;
 pub mod report_store;
 pub mod serve;
 pub mod watch;

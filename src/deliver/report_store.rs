@@ -111,6 +111,13 @@ fn last_newline_end(file: &mut File, len: u64) -> std::io::Result<u64> {
     Ok(0)
 }
 
+/// Whether `newer` (received later) speaks for its host instead of `older`: an end report is not undone
+/// by a progress report of the same boot that arrived after it (the lca units post their start and end
+/// independently).
+pub fn supersedes(newer: &HostReport, older: &HostReport) -> bool {
+    !(older.finished && !newer.finished && older.host.boot_id == newer.host.boot_id)
+}
+
 /// Every report in `dir`'s store, in the order received; none when there is no store.
 pub fn load_reports(dir: &Path) -> Result<Vec<StoredReport>> {
     let path = dir.join(REPORTS_FILE);

@@ -16,7 +16,7 @@ use anyhow::{Result, bail};
 use serde::Serialize;
 
 use super::deploy_state::{DEPLOY_STATE_DIR, Phase, PhaseRecord, SiteDeployState, load_all};
-use super::report_store::{StoredReport, load_reports};
+use super::report_store::{StoredReport, load_reports, supersedes};
 use crate::contract::agent_status::RunState;
 use crate::contract::host_report::ReportingAgent;
 
@@ -79,9 +79,9 @@ fn latest_by_host(all: Vec<StoredReport>) -> BTreeMap<String, StoredReport> {
             Some(u) => format!("uuid:{}", u.to_ascii_lowercase()),
             None => format!("host:{}", host.hostname),
         };
-        let keep_old = latest.get(&key).is_some_and(|old| {
-            old.report.finished && !r.report.finished && old.report.host.boot_id == host.boot_id
-        });
+        let keep_old = latest
+            .get(&key)
+            .is_some_and(|old| !supersedes(&r.report, &old.report));
         if !keep_old {
             latest.insert(key, r);
         }
