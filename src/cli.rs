@@ -149,7 +149,8 @@ pub struct InspectOpts {
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
     /// Install RHCOS and restore the seed, as `lca-cli ibi` does, from ibi-configuration.json
-    Install(AgentInstallOpts),
+    // Boxed: the install has many more options than fetch-config (clippy::large_enum_variant).
+    Install(Box<AgentInstallOpts>),
     /// Wait for the `cluster-config` device and copy it to /opt/openshift
     FetchConfig(AgentFetchConfigOpts),
 }

@@ -11,7 +11,7 @@ use crate::cli::{AgentCommand, AgentFetchConfigOpts, AgentInstallOpts};
 
 pub fn run(cmd: AgentCommand) -> Result<()> {
     match cmd {
-        AgentCommand::Install(o) => run_install(o),
+        AgentCommand::Install(o) => run_install(*o),
         AgentCommand::FetchConfig(o) => run_fetch_config(&o),
     }
 }
