@@ -10,7 +10,7 @@ mod create_image;
 mod dispatch;
 mod inspect;
 mod serve;
-mod watch;
 mod status;
+mod watch;
 
 pub use dispatch::{exit_code, report_error, run};

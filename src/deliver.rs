@@ -9,5 +9,5 @@ pub mod deploy_state;
 pub mod host_result;
 pub mod report_store;
 pub mod serve;
-pub mod watch;
 pub mod status;
+pub mod watch;
