@@ -275,7 +275,7 @@ fn check_site_fields(f: &mut Findings, site: &SiteEntry) {
         check_nic(f, site, nic);
     }
     if let Some(bmc) = &site.bmc {
-        check_bmc(f, site, bmc);
+        check_bmc(f, &|k| site.field(&format!("bmc.{k}")), bmc);
     }
 }
 
@@ -526,6 +526,36 @@ fn csv_labels(f: &mut Findings, line: usize, value: &str) -> BTreeMap<String, St
         }
     }
     labels
+}
+
+impl SiteEntry {
+    /// This site's BMC password, when its `bmc:` names one ([`BmcEntry::password`]); errors name
+    /// `inventory`, the site's field and the file or variable.
+    pub fn bmc_password(
+        &self,
+        inventory: &std::path::Path,
+    ) -> anyhow::Result<Option<crate::util::secret::Secret>> {
+        match &self.bmc {
+            Some(bmc) => bmc.password(inventory, &|k| self.bmc_field(inventory, k)),
+            None => Ok(None),
+        }
+    }
+
+    /// The PEM bytes of this site's `bmc.caFile`, when it names one ([`BmcEntry::ca`]).
+    pub fn bmc_ca(&self, inventory: &std::path::Path) -> anyhow::Result<Option<Vec<u8>>> {
+        match &self.bmc {
+            Some(bmc) => bmc.ca(inventory, &|k| self.bmc_field(inventory, k)),
+            None => Ok(None),
+        }
+    }
+
+    fn bmc_field(&self, inventory: &std::path::Path, key: &str) -> String {
+        format!(
+            "{}: {}",
+            inventory.display(),
+            self.field(&format!("bmc.{key}"))
+        )
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 
 use super::finding::Findings;
-use super::inventory::SiteEntry;
 use crate::util::fs::read_input_file;
 use crate::util::secret::Secret;
 
@@ -40,8 +39,8 @@ pub struct BmcEntry {
 }
 
 /// Every rule of `bmc:` that needs only the inventory.
-pub(super) fn check_bmc(f: &mut Findings, site: &SiteEntry, bmc: &BmcEntry) {
-    let field = |k: &str| site.field(&format!("bmc.{k}"));
+/// `field` names a key of `bmc:` as findings show it (`sites[2].bmc.user (site a17)`).
+pub(super) fn check_bmc(f: &mut Findings, field: &dyn Fn(&str) -> String, bmc: &BmcEntry) {
     if let Err(e) = check_address(&bmc.address) {
         f.add(field("address"), e);
     }
@@ -53,7 +52,7 @@ pub(super) fn check_bmc(f: &mut Findings, site: &SiteEntry, bmc: &BmcEntry) {
             format!("invalid value {system:?}: a System Id or path, without spaces"),
         );
     }
-    check_credentials(f, site, bmc);
+    check_credentials(f, field, bmc);
     if bmc.ca_file.is_some() && bmc.insecure {
         f.add(
             field("insecure"),
@@ -93,8 +92,7 @@ fn check_address(address: &str) -> Result<(), String> {
 }
 
 /// A user goes with exactly one password source, and a password source with a user.
-fn check_credentials(f: &mut Findings, site: &SiteEntry, bmc: &BmcEntry) {
-    let field = |k: &str| site.field(&format!("bmc.{k}"));
+fn check_credentials(f: &mut Findings, field: &dyn Fn(&str) -> String, bmc: &BmcEntry) {
     let sources =
         usize::from(bmc.password_file.is_some()) + usize::from(bmc.password_env.is_some());
     match (&bmc.user, sources) {
@@ -138,21 +136,16 @@ fn is_env_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-impl SiteEntry {
-    /// The BMC password of this site, when its `bmc:` names one: the first line of `passwordFile`
-    /// (relative to `inventory`'s directory) or the value of `passwordEnv`. Errors name the inventory,
-    /// the site's field and the file or variable, never a byte of the password.
-    pub fn bmc_password(&self, inventory: &Path) -> Result<Option<Secret>> {
-        let Some(bmc) = &self.bmc else {
-            return Ok(None);
-        };
-        let at = |k: &str| {
-            format!(
-                "{}: {}",
-                inventory.display(),
-                self.field(&format!("bmc.{k}"))
-            )
-        };
+impl BmcEntry {
+    /// The password, when this `bmc:` names one: the first line of `passwordFile` (relative to
+    /// `inventory`'s directory) or the value of `passwordEnv`. `at` names a key with the inventory and
+    /// the site; errors name it and the file or variable, never a byte of the password.
+    pub fn password(
+        &self,
+        inventory: &Path,
+        at: &dyn Fn(&str) -> String,
+    ) -> Result<Option<Secret>> {
+        let bmc = self;
         if let Some(file) = &bmc.password_file {
             let path = relative_to(inventory, file);
             let bytes = read_input_file(&path, MAX_SMALL_FILE)
@@ -180,20 +173,14 @@ impl SiteEntry {
         Ok(None)
     }
 
-    /// The PEM bytes of this site's `bmc.caFile`, when it names one.
-    pub fn bmc_ca(&self, inventory: &Path) -> Result<Option<Vec<u8>>> {
-        let Some(file) = self.bmc.as_ref().and_then(|b| b.ca_file.as_ref()) else {
+    /// The PEM bytes of `caFile`, when it names one; `at` as for [`BmcEntry::password`].
+    pub fn ca(&self, inventory: &Path, at: &dyn Fn(&str) -> String) -> Result<Option<Vec<u8>>> {
+        let Some(file) = &self.ca_file else {
             return Ok(None);
         };
         let path = relative_to(inventory, file);
-        let bytes = read_input_file(&path, MAX_SMALL_FILE).with_context(|| {
-            format!(
-                "{}: {}: reading {}",
-                inventory.display(),
-                self.field("bmc.caFile"),
-                path.display()
-            )
-        })?;
+        let bytes = read_input_file(&path, MAX_SMALL_FILE)
+            .with_context(|| format!("{}: reading {}", at("caFile"), path.display()))?;
         Ok(Some(bytes))
     }
 }

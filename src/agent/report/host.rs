@@ -10,12 +10,11 @@ use tracing::warn;
 use super::Reporter;
 use crate::agent::cmd;
 use crate::contract::host_report::{
-    BOOT_ID_PATH, HostIdentity, MAX_LOG_LINES, PRODUCT_UUID_PATH, ReportConfig, bound_log_lines,
-    redact_url_credentials,
+    BOOT_ID_PATH, HostIdentity, MAX_LOG_LINES, PRODUCT_UUID_PATH, ReportConfig,
 };
 use crate::seed::registry::parse_pull_secret;
 use crate::util::fs::read_input_file;
-use crate::util::secret::{Secret, scrub};
+use crate::util::secret::Secret;
 
 const MAX_SMALL_FILE: u64 = 1 << 20;
 /// The kernel's host name, under the root.
@@ -132,12 +131,5 @@ pub fn journal_tail(journalctl: &str, unit: &str) -> Vec<String> {
     }
 }
 
-/// Lines as a report may carry them: every secret and URL password replaced, then bounded. Scrubbed
-/// before they are cut, so a cut never leaves part of a secret.
-pub(super) fn filter_logs(lines: Vec<String>, secrets: &[Secret]) -> Vec<String> {
-    bound_log_lines(
-        lines
-            .into_iter()
-            .map(|l| redact_url_credentials(&scrub(&l, secrets))),
-    )
-}
+#[cfg(test)]
+mod tests;

@@ -12,7 +12,8 @@ use tracing::{info, warn};
 use crate::agent::state::Observer;
 use crate::contract::agent_status::{RunState, Status};
 use crate::contract::host_report::{
-    HostIdentity, HostReport, REPORT_VERSION, ReportConfig, ReportingAgent,
+    HostIdentity, HostReport, REPORT_VERSION, ReportConfig, ReportingAgent, bound_log_lines,
+    redact_url_credentials,
 };
 use crate::util::secret::{Secret, scrub};
 
@@ -141,7 +142,7 @@ impl Reporter {
             host: self.identity.clone(),
             status,
             finished,
-            logs: super::host::filter_logs(logs, &self.secrets),
+            logs: filter_logs(logs, &self.secrets),
         }
     }
 }
@@ -321,6 +322,16 @@ fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
         cause = next;
     }
     cause.to_string()
+}
+
+/// Lines as a report may carry them: every secret and URL password replaced, then bounded. Scrubbed
+/// before they are cut, so a cut never leaves part of a secret.
+fn filter_logs(lines: Vec<String>, secrets: &[Secret]) -> Vec<String> {
+    bound_log_lines(
+        lines
+            .into_iter()
+            .map(|l| redact_url_credentials(&scrub(&l, secrets))),
+    )
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 
 use super::*;
-use crate::agent::report::host::{self, journal_tail, read_identity};
 use crate::contract::host_report::{DEFAULT_ATTEMPTS, MAX_LOG_LINE_CHARS};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
@@ -141,58 +140,10 @@ fn a_refused_token_ends_reporting() {
 }
 
 #[test]
-fn identity_is_read_under_the_root() {
-    let d = tempfile::tempdir().unwrap();
-    assert_eq!(read_identity(d.path()), HostIdentity::default());
-    for (p, v) in [
-        ("proc/sys/kernel/hostname", "sno-a17\n"),
-        (
-            "sys/class/dmi/id/product_uuid",
-            "27946B59-9E44-4FA7-8E91-F3527A1EF094\n",
-        ),
-        ("proc/sys/kernel/random/boot_id", "b00t\n"),
-    ] {
-        let path = d.path().join(p);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, v).unwrap();
-    }
-    assert_eq!(
-        read_identity(d.path()),
-        HostIdentity {
-            hostname: "sno-a17".into(),
-            product_uuid: Some("27946b59-9e44-4fa7-8e91-f3527a1ef094".into()),
-            boot_id: Some("b00t".into()),
-        }
-    );
-}
-
-#[test]
-fn settings_errors_name_the_file_not_the_token() {
-    let d = tempfile::tempdir().unwrap();
-    let p = d.path().join("r.json");
-    assert!(host::load_report_config(&p).unwrap().is_none());
-    std::fs::write(&p, format!(r#"{{"url":"x","token":"{TOKEN}"}}"#)).unwrap();
-    let err = format!("{:#}", host::load_report_config(&p).unwrap_err());
-    assert!(err.contains("is not a report settings file"), "{err}");
-    assert!(!err.contains(TOKEN), "{err}");
-}
-
-#[test]
 fn logs_are_scrubbed_before_they_are_cut() {
     // A secret straddling the cut must not leave its first half behind.
     let secret = "S".repeat(20);
     let line = format!("{}{secret}", "x".repeat(MAX_LOG_LINE_CHARS - 10));
-    let out = host::filter_logs(vec![line], &[Secret::new(secret.clone())]);
+    let out = filter_logs(vec![line], &[Secret::new(secret.clone())]);
     assert!(!out[0].contains("SSSS"), "{}", out[0]);
-}
-
-#[test]
-fn a_missing_journalctl_is_one_line_saying_so() {
-    let lines = journal_tail("/nonexistent/journalctl", "x.service");
-    assert_eq!(lines.len(), 1);
-    assert!(
-        lines[0].starts_with("(the journal could not be read: starting `/nonexistent/journalctl"),
-        "{}",
-        lines[0]
-    );
 }
