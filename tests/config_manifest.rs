@@ -152,7 +152,7 @@ fn assert_sorted(v: &serde_yaml_ng::Value, text: &str) {
 
 #[test]
 fn proxy_and_trust_bundle_policy_reach_the_manifest() {
-    let ca = ca_pem();
+    let ca = self_signed_ca_pem("test-ca");
     let (_site, m) = build_example(|d| {
         let p = d.join("install-config.yaml");
         let mut t = fs::read_to_string(&p).unwrap();
@@ -174,25 +174,6 @@ fn proxy_and_trust_bundle_policy_reach_the_manifest() {
     );
     assert_eq!(tb["proxyConfigmapName"], "user-ca-bundle");
     assert_eq!(tb["proxyConfigmapBundle"], tb["userCaBundle"]);
-}
-
-fn ca_pem() -> String {
-    use openssl::{asn1::Asn1Time, hash::MessageDigest, pkey::PKey, rsa::Rsa, x509};
-    let key = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
-    let mut name = x509::X509NameBuilder::new().unwrap();
-    name.append_entry_by_text("CN", "test-ca").unwrap();
-    let name = name.build();
-    let mut b = x509::X509Builder::new().unwrap();
-    b.set_version(2).unwrap();
-    b.set_subject_name(&name).unwrap();
-    b.set_issuer_name(&name).unwrap();
-    b.set_pubkey(&key).unwrap();
-    b.set_not_before(&Asn1Time::days_from_now(0).unwrap())
-        .unwrap();
-    b.set_not_after(&Asn1Time::days_from_now(1).unwrap())
-        .unwrap();
-    b.sign(&key, MessageDigest::sha256()).unwrap();
-    String::from_utf8(b.build().to_pem().unwrap()).unwrap()
 }
 
 /// Splits concatenated PEM certificates.

@@ -92,7 +92,7 @@ fn configs() -> Vec<(&'static str, Config)> {
     let report = Some(StatusReportInputs {
         url: "https://192.0.2.10:8443".into(),
         token: Secret::new("0123456789abcdef0123456789abcdef"),
-        ca_pem: Some(test_ca()),
+        ca_pem: Some(common::self_signed_ca_pem("ibi serve test CA")),
     });
     let lca_reports = InstallationIgnitionInputs {
         status_report: report.clone(),
@@ -115,27 +115,6 @@ fn configs() -> Vec<(&'static str, Config)> {
     .into_iter()
     .map(|(n, i)| (n, build_installation_ignition(&i).unwrap()))
     .collect()
-}
-
-/// A real CA certificate (statusCA), made with OpenSSL.
-fn test_ca() -> String {
-    use openssl::{asn1::Asn1Time, hash::MessageDigest, pkey::PKey, rsa::Rsa, x509};
-    let key = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
-    let mut name = x509::X509NameBuilder::new().unwrap();
-    name.append_entry_by_text("CN", "ibi serve test CA")
-        .unwrap();
-    let name = name.build();
-    let mut b = x509::X509::builder().unwrap();
-    b.set_version(2).unwrap();
-    b.set_subject_name(&name).unwrap();
-    b.set_issuer_name(&name).unwrap();
-    b.set_pubkey(&key).unwrap();
-    b.set_not_before(&Asn1Time::days_from_now(0).unwrap())
-        .unwrap();
-    b.set_not_after(&Asn1Time::days_from_now(1).unwrap())
-        .unwrap();
-    b.sign(&key, MessageDigest::sha256()).unwrap();
-    String::from_utf8(b.build().to_pem().unwrap()).unwrap()
 }
 
 /// `false` (after printing SKIP) when `tool` is missing and `CI` is unset; panics in CI.

@@ -142,3 +142,24 @@ pub fn mode(p: &Path) -> u32 {
     use std::os::unix::fs::MetadataExt;
     fs::metadata(p).expect("metadata").mode() & 0o777
 }
+
+/// A self-signed CA certificate (PEM) named `cn`, valid for a day, made with OpenSSL: for inputs that
+/// take a CA (trust bundles, statusCA) where nothing is verified against it.
+pub fn self_signed_ca_pem(cn: &str) -> String {
+    use openssl::{asn1::Asn1Time, hash::MessageDigest, pkey::PKey, rsa::Rsa, x509};
+    let key = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
+    let mut name = x509::X509NameBuilder::new().unwrap();
+    name.append_entry_by_text("CN", cn).unwrap();
+    let name = name.build();
+    let mut b = x509::X509::builder().unwrap();
+    b.set_version(2).unwrap();
+    b.set_subject_name(&name).unwrap();
+    b.set_issuer_name(&name).unwrap();
+    b.set_pubkey(&key).unwrap();
+    b.set_not_before(&Asn1Time::days_from_now(0).unwrap())
+        .unwrap();
+    b.set_not_after(&Asn1Time::days_from_now(1).unwrap())
+        .unwrap();
+    b.sign(&key, MessageDigest::sha256()).unwrap();
+    String::from_utf8(b.build().to_pem().unwrap()).unwrap()
+}
