@@ -22,6 +22,7 @@ mod lca_versions;
 mod manifests;
 mod net;
 mod nmstate_check;
+mod placeholder;
 mod rules;
 mod site;
 mod sshkey;

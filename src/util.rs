@@ -1,5 +1,6 @@
-//! Small, boring helpers: atomic file writes, logging setup, progress bars, a guard for YAML input,
-//! clipping a server's text for a message and a reader on its own thread.
+//! Small, boring helpers: atomic file writes, logging setup, progress bars, a guard for YAML input and
+//! the lines of a YAML document's keys, clipping a server's text for a message and a reader on its own
+//! thread.
 
 pub mod digest;
 pub mod file_version;
@@ -11,3 +12,4 @@ pub mod secret;
 pub mod text;
 pub mod token;
 pub mod yaml;
+pub mod yaml_lines;

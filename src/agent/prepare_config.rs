@@ -139,6 +139,7 @@ fn as_findings(e: anyhow::Error, path: &Path) -> anyhow::Error {
                     file: path.display().to_string(),
                     field: String::new(),
                     message,
+                    line: None,
                 })
                 .collect(),
         }

@@ -148,11 +148,13 @@ mod tests {
                     file: "image-based-config.yaml".into(),
                     field: "hostname".into(),
                     message: "bad".into(),
+                    line: None,
                 },
                 Finding {
                     file: "install-config.yaml".into(),
                     field: String::new(),
                     message: "worse".into(),
+                    line: None,
                 },
             ],
         }

@@ -1,27 +1,34 @@
 //! Validation findings: one problem in one field of one input file, and the collector the rules write to.
 //!
 //! Findings are rendered `file: field: message` so a user can jump from the message to the YAML key; the
-//! field path uses the YAML names (`compute[0].replicas`), not Rust names.
+//! field path uses the YAML names (`compute[0].replicas`), not Rust names. A finding that knows the line
+//! of its key (a template placeholder, an inventory entry) is rendered `file:LINE: field: message`, as
+//! compilers do, so terminals and editors jump straight to it.
 
 use std::fmt;
 
 /// One problem found in an input file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Finding {
     /// The file, relative to the site directory (`install-config.yaml`, `extra-manifests/foo.yaml`).
     pub file: String,
     /// The YAML path of the field (`networking.machineNetwork[1].cidr`), or empty for the whole file.
     pub field: String,
     pub message: String,
+    /// The 1-based line of the field in `file`, when known.
+    pub line: Option<usize>,
 }
 
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.field.is_empty() {
-            write!(f, "{}: {}", self.file, self.message)
-        } else {
-            write!(f, "{}: {}: {}", self.file, self.field, self.message)
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
         }
+        if !self.field.is_empty() {
+            write!(f, ": {}", self.field)?;
+        }
+        write!(f, ": {}", self.message)
     }
 }
 
@@ -66,6 +73,7 @@ impl Findings {
             file: self.file.clone(),
             field: field.into(),
             message: message.into(),
+            line: None,
         });
     }
 
@@ -80,6 +88,7 @@ impl Findings {
             file: self.file.clone(),
             field: field.into(),
             message: message.into(),
+            line: None,
         };
         self.warnings.push(w.to_string());
     }
@@ -117,7 +126,41 @@ pub(crate) fn decode_strict<T: serde::de::DeserializeOwned + Default>(
         Ok(_) => {}
         Err(e) => return Err(fail(format!("not valid YAML: {e}"))),
     }
-    serde_yaml_ng::from_str::<T>(text).map_err(|e| fail(e.to_string()))
+    serde_yaml_ng::from_str::<T>(text).map_err(|e| fail(hide_values(&e.to_string())))
+}
+
+/// serde's messages quote the value they refused (`invalid type: string "http://u:pw@…", expected
+/// struct Proxy`), and that value may be a secret pasted in the wrong place: the text of every quoted
+/// string is dropped, keeping the field, the kind and the position.
+pub(crate) fn hide_values(message: &str) -> String {
+    const QUOTED: &str = "string \"";
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(start) = rest.find(QUOTED) {
+        out.push_str(&rest[..start]);
+        out.push_str("string (value not shown)");
+        let body = &rest[start + QUOTED.len()..];
+        rest = match closing_quote(body) {
+            Some(end) => &body[end + 1..],
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The index of the `"` that ends a Debug-escaped string body.
+fn closing_quote(body: &str) -> Option<usize> {
+    let mut escaped = false;
+    for (i, c) in body.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => return Some(i),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// `"field[i]"`.

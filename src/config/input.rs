@@ -19,12 +19,14 @@ pub(super) fn load_input<T>(
     out: (&mut Vec<Finding>, &mut Vec<String>),
 ) -> anyhow::Result<Option<T>> {
     let text = read_input(dir, name, hint, out.0)?;
-    Ok(text.and_then(|text| check_input(&text, parse, validate, out)))
+    Ok(text.and_then(|text| check_input(name, &text, parse, validate, out)))
 }
 
-/// Decodes and validates one input file's text, adding its findings and warnings to `out`; `None`
-/// when it does not decode.
+/// Decodes and validates one input file's text (`file`'s), adding its findings and warnings to
+/// `out`; `None` when it does not decode. A value still the template's placeholder is a finding
+/// naming its line, in place of the rules' findings about that field.
 pub(super) fn check_input<T>(
+    file: &str,
     text: &str,
     parse: fn(&str) -> Result<T, ValidationError>,
     validate: fn(&T) -> (Vec<Finding>, Vec<String>),
@@ -33,7 +35,8 @@ pub(super) fn check_input<T>(
     let (findings, warnings) = out;
     let config = collect(parse(text), findings);
     if let Some(c) = &config {
-        let (f, w) = validate(c);
+        let (mut f, w) = validate(c);
+        super::placeholder::supersede(&mut f, super::placeholder::check(file, text));
         findings.extend(f);
         warnings.extend(w);
     }
@@ -82,6 +85,9 @@ pub(crate) enum DocumentError {
     Unreadable(#[source] std::io::Error),
 }
 
+/// The byte-order mark some editors put before UTF-8 text.
+const UTF8_BOM: char = '\u{feff}';
+
 /// Reads an input document (YAML or JSON): `None` when missing; otherwise a regular file of at most
 /// [`crate::util::fs::MAX_INPUT_BYTES`] and UTF-8.
 pub(crate) fn read_document(path: &Path) -> Result<Option<String>, DocumentError> {
@@ -94,7 +100,12 @@ pub(crate) fn read_document(path: &Path) -> Result<Option<String>, DocumentError
     };
     // Flow nesting is bounded where the text is decoded (util::yaml, through decode_strict).
     let text = String::from_utf8(bytes).map_err(|_| DocumentError::NotUtf8)?;
-    Ok(Some(text))
+    // Windows editors start UTF-8 files with a byte-order mark, which libyaml would take for content
+    // before the first key ("more than one document").
+    Ok(Some(match text.strip_prefix(UTF8_BOM) {
+        Some(rest) => rest.to_string(),
+        None => text,
+    }))
 }
 
 /// [`read_document`] for a file that must exist: a missing, refused or undecodable file is a

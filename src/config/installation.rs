@@ -473,7 +473,7 @@ fn check_ignition(text: &str) -> Result<(), String> {
         // The same parser the build uses: what passes here merges there.
         Some(v) if is_ignition_v3(v) => crate::ignition::parse_override(text)
             .map(drop)
-            .map_err(|e| e.root_cause().to_string()),
+            .map_err(|e| super::finding::hide_values(&e.root_cause().to_string())),
         Some(v) => Err(format!(
             "unsupported ignition.version {v:?}: must be 3.x.y (Ignition spec 3)"
         )),

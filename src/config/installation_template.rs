@@ -2,13 +2,15 @@
 //! installer's template byte for byte, followed by every other field, commented out, with what it does, its
 //! default and who consumes it.
 //!
-//! Like the installer's, the template does not validate as written: `pullSecret` is a placeholder, so a
-//! forgotten pull secret is caught when the ISO is built, not on the factory floor.
+//! Like the installer's, the template does not validate as written: `pullSecret` and `seedImage` are
+//! placeholders ([`super::placeholder`]), so a forgotten value is caught when the ISO is built, not on
+//! the factory floor.
 
 /// The installer's `create image-config-template` output (golden file `image-config-template.txt`); a macro
 /// so `concat!` can join it with [`more_fields!`] into one `const`.
 macro_rules! installer_template {
     () => {
+        concat!(
         r#"#
 # Note: This is a sample ImageBasedInstallationConfig file showing
 # which fields are available to aid you in creating your
@@ -19,10 +21,14 @@ kind: ImageBasedInstallationConfig
 metadata:
   name: example-image-based-installation-config
 # The following fields are required
-seedImage: quay.io/openshift-kni/seed-image:4.16.0
+seedImage: "#,
+        $crate::config::placeholder::seed_image!(),
+        r#"
 seedVersion: 4.16.0
 installationDisk: /dev/vda
-pullSecret: '<your-pull-secret>'
+pullSecret: '"#,
+        $crate::config::placeholder::pull_secret!(),
+        r#"'
 # networkConfig is optional and contains the network configuration for the host in NMState format.
 # See https://nmstate.io/examples.html for examples.
 # networkConfig:
@@ -30,7 +36,9 @@ pullSecret: '<your-pull-secret>'
 #     - name: eth0
 #       type: ethernet
 #       state: up
-#       mac-address: 00:00:00:00:00:00
+#       mac-address: "#,
+        $crate::config::placeholder::mac_address!(),
+        r#"
 #       ipv4:
 #         enabled: true
 #         address:
@@ -38,6 +46,7 @@ pullSecret: '<your-pull-secret>'
 #             prefix-length: 23
 #         dhcp: false
 "#
+        )
     };
 }
 

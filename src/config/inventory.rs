@@ -165,7 +165,7 @@ fn decode_yaml(file: &str, text: &str) -> Result<Inventory, ValidationError> {
     if blank {
         return Err(fail("the file is empty".into()));
     }
-    serde_yaml_ng::from_str(text).map_err(|e| fail(e.to_string()))
+    serde_yaml_ng::from_str(text).map_err(|e| fail(super::finding::hide_values(&e.to_string())))
 }
 
 /// Every inventory-only rule, over all sites.

@@ -68,11 +68,20 @@ fn load_one(
         f.warn("", "ignored: the file name is not valid UTF-8");
         return Ok(None);
     };
-    let meta = std::fs::metadata(&path).with_context(|| format!("reading {}", path.display()))?;
+    // Not followed: a link could pull any file of the machine into an ISO that leaves it.
+    let meta =
+        std::fs::symlink_metadata(&path).with_context(|| format!("reading {}", path.display()))?;
     let ext = Path::new(name)
         .extension()
         .and_then(|e| e.to_str())
         .unwrap_or_default();
+    if meta.file_type().is_symlink() {
+        f.warn(
+            "",
+            "ignored: a symbolic link (only regular files are used; copy the file here)",
+        );
+        return Ok(None);
+    }
     if !meta.is_file() || !EXTENSIONS.contains(&ext) {
         f.warn(
             "",

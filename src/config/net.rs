@@ -141,7 +141,9 @@ pub(crate) fn parse_proxy_url(s: &str) -> Result<ProxyUrl<'_>, String> {
     }
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    let (host, _port) = split_host_port(hostport).map_err(|e| format!("not a URL: {e}"))?;
+    // The port's text is not quoted: with a missing '@' it is the password of `user:password`.
+    let (host, _port) =
+        split_host_port(hostport).map_err(|_| "not a URL: invalid port".to_string())?;
     if host.is_empty() {
         return Err("not a URL: missing host".into());
     }
@@ -251,9 +253,11 @@ mod tests {
         );
         assert_eq!(ok("http://:3128"), Err("not a URL: missing host".into()));
         assert_eq!(ok("http://a_b:3128"), Err("not a URL: invalid host".into()));
+        assert_eq!(ok("http://a:99999"), Err("not a URL: invalid port".into()));
+        // No '@': the "port" is the password, which is never quoted.
         assert_eq!(
-            ok("http://a:99999"),
-            Err("not a URL: invalid port \"99999\"".into())
+            ok("http://user:s3cret"),
+            Err("not a URL: invalid port".into())
         );
     }
 

@@ -86,12 +86,14 @@ pub fn parse_site_inputs(
     let mut findings = Vec::new();
     let mut warnings = Vec::new();
     let ic = check_input(
+        INSTALL_CONFIG_FILE,
         install_config,
         parse_install_config,
         validate_install_config,
         (&mut findings, &mut warnings),
     );
     let ibc = check_input(
+        IMAGE_BASED_CONFIG_FILE,
         image_based_config,
         parse_image_based_config,
         validate_image_based_config,

@@ -3,6 +3,9 @@
 //!
 //! A line is `[options] keytype base64-blob [comment]`; the blob is SSH wire format and starts with a
 //! length-prefixed string that repeats the key type.
+//!
+//! The text may be a private key pasted in the wrong place, so messages never quote it: a PEM block is
+//! one finding for all its lines, and only a token shaped like a key type (`ssh-rsa`) is ever shown.
 
 /// Key types OpenSSH accepts in authorized_keys (plain and certificate forms).
 const KEY_TYPES: &[&str] = &[
@@ -24,27 +27,41 @@ const KEY_TYPES: &[&str] = &[
     "sk-ssh-ed25519-cert-v01@openssh.com",
 ];
 
-/// Checks every non-empty, non-comment line of `text`; returns one message per bad line (1-based numbers).
+/// Checks every non-empty, non-comment line of `text`; returns one message per bad line (1-based numbers),
+/// and one for each PEM block, whose lines are not looked at one by one.
 pub(crate) fn check_authorized_keys(text: &str) -> Vec<String> {
-    text.lines()
+    let mut out = Vec::new();
+    let mut lines = text
+        .lines()
         .enumerate()
         .map(|(i, line)| (i + 1, line.trim()))
-        .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
-        .filter_map(|(n, line)| check_line(line).err().map(|e| format!("line {n}: {e}")))
-        .collect()
+        .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'));
+    while let Some((n, line)) = lines.next() {
+        if line.starts_with("-----BEGIN") {
+            let end = lines
+                .by_ref()
+                .find(|(_, l)| l.starts_with("-----END"))
+                .map_or_else(|| "the end".to_string(), |(m, _)| format!("line {m}"));
+            out.push(format!(
+                "line {n} to {end}: this is a PEM block (a private key?), not an authorized_keys public key: \
+                 give the public key (ssh-keygen -y -f KEY prints it)"
+            ));
+        } else if let Err(e) = check_line(line) {
+            out.push(format!("line {n}: {e}"));
+        }
+    }
+    out
 }
 
 fn check_line(line: &str) -> Result<(), String> {
-    if line.starts_with("-----BEGIN") {
-        return Err(
-            "this is a PEM block (a private key?), not an authorized_keys public key".into(),
-        );
-    }
     let fields: Vec<&str> = line.split_whitespace().collect();
     // Options come first when present, so the key type is the first field naming a known type.
     let Some(pos) = fields.iter().position(|f| KEY_TYPES.contains(f)) else {
         let first = fields.first().copied().unwrap_or_default();
-        return Err(format!("unknown key type {:?}", truncate(first)));
+        return Err(match shown_key_type(first) {
+            Some(t) => format!("unknown key type {t:?}"),
+            None => "no key type (ssh-ed25519, ssh-rsa, ...) where the line starts".to_string(),
+        });
     };
     let key_type = fields[pos];
     let blob = fields
@@ -54,22 +71,29 @@ fn check_line(line: &str) -> Result<(), String> {
         .map_err(|_| format!("{key_type} key data is not valid base64"))?;
     match wire_string(&bytes) {
         Some(inner) if inner == key_type.as_bytes() => Ok(()),
-        Some(inner) => Err(format!(
-            "key data is for {:?}, not {key_type:?}",
-            truncate(&String::from_utf8_lossy(inner))
-        )),
+        Some(inner) => Err(match shown_key_type(&String::from_utf8_lossy(inner)) {
+            Some(t) => format!("key data is for {t:?}, not {key_type:?}"),
+            None => format!("key data is not a {key_type:?} key"),
+        }),
         None => Err(format!("{key_type} key data is truncated")),
     }
+}
+
+/// `token` when it looks like a key type (lower-case letters, digits and `-@.`, with a `-`, at most
+/// 40 characters), so a typo is shown; never base64 or other text, which may be key material.
+fn shown_key_type(token: &str) -> Option<&str> {
+    let ok = token.len() <= 40
+        && token.contains('-')
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-@.".contains(&b));
+    ok.then_some(token)
 }
 
 /// The first SSH wire-format string: a 4-byte big-endian length, then that many bytes.
 fn wire_string(b: &[u8]) -> Option<&[u8]> {
     let len = u32::from_be_bytes(b.get(..4)?.try_into().ok()?);
     b.get(4..4 + usize::try_from(len).ok()?)
-}
-
-fn truncate(s: &str) -> String {
-    s.chars().take(40).collect()
 }
 
 #[cfg(test)]
@@ -118,10 +142,21 @@ pub(crate) mod tests {
                 vec!["line 1: ssh-rsa key data is truncated"],
             ),
             (
-                "-----BEGIN OPENSSH PRIVATE KEY-----".to_string(),
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nAAAA\n-----END OPENSSH PRIVATE KEY-----\nssh-foo x".to_string(),
                 vec![
-                    "line 1: this is a PEM block (a private key?), not an authorized_keys public key",
+                    "line 1 to line 4: this is a PEM block (a private key?), not an authorized_keys public key: give the public key (ssh-keygen -y -f KEY prints it)",
+                    "line 5: unknown key type \"ssh-foo\"",
                 ],
+            ),
+            (
+                "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA".to_string(),
+                vec![
+                    "line 1 to the end: this is a PEM block (a private key?), not an authorized_keys public key: give the public key (ssh-keygen -y -f KEY prints it)",
+                ],
+            ),
+            (
+                "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU key".to_string(),
+                vec!["line 1: no key type (ssh-ed25519, ssh-rsa, ...) where the line starts"],
             ),
         ];
         for (input, want) in cases {

@@ -1,8 +1,12 @@
 //! The `image-based-config.yaml` template printed by `ibi create config-template`: the installer's template,
-//! with every field present and explained (what it does, who consumes it, the default).
+//! with every field present and explained (what it does, who consumes it, the default). The values
+//! to replace come from [`placeholder`], which refuses them when the template is used unedited.
+
+use super::placeholder;
 
 /// A complete, valid `image-based-config.yaml` with every field commented.
-pub const IMAGE_BASED_CONFIG_TEMPLATE: &str = r#"#
+pub const IMAGE_BASED_CONFIG_TEMPLATE: &str = concat!(
+    r#"#
 # Note: This is a sample ImageBasedConfig file showing
 # which fields are available to aid you in creating your
 # own image-based-config.yaml file.
@@ -27,7 +31,9 @@ additionalNTPSources:
 # hostname: the node's host name (a lower-case DNS name), set by lifecycle-agent
 # with hostnamectl. Optional: when empty the host keeps its current name, and
 # lifecycle-agent fails if that name is "localhost".
-hostname: change-to-hostname
+hostname: "#,
+    placeholder::hostname!(),
+    r#"
 # releaseRegistry: the registry the release images are pulled from in this
 # deployment. lifecycle-agent rewrites the seed's release-image references to
 # this registry when it differs from the seed's. Optional; empty keeps the
@@ -50,7 +56,9 @@ networkConfig:
     - name: eth0
       type: ethernet
       state: up
-      mac-address: 00:00:00:00:00:00
+      mac-address: "#,
+    placeholder::mac_address!(),
+    r#"
       ipv4:
         enabled: true
         address:
@@ -71,7 +79,8 @@ networkConfig:
 # produce the same cluster identity. Set them only to reuse a known identity.
 # cluster_id: 3c3e2f63-9ff4-4f0e-a0b3-5a1a1bb0b4e1
 # infra_id: mycluster-x7k2p
-"#;
+"#
+);
 
 #[cfg(test)]
 mod tests {

@@ -163,6 +163,7 @@ fn finding(field: &str, message: String) -> Finding {
         file: IMAGE_BASED_INSTALLATION_CONFIG_FILE.to_string(),
         field: field.to_string(),
         message,
+        line: None,
     }
 }
 

@@ -98,6 +98,7 @@ fn finding(field: &str, message: String) -> Finding {
         file: INSTALL_CONFIG_FILE.to_string(),
         field: field.to_string(),
         message,
+        line: None,
     }
 }
 

@@ -102,7 +102,7 @@ fn shared_rules() {
         ),
         (
             "proxy: {httpProxy: 'https://p:3128'}",
-            &["proxy.httpProxy: unsupported scheme \"https\": supported values are \"http\""],
+            &["proxy.httpProxy: unsupported scheme: supported values are \"http\""],
         ),
     ]);
 }

@@ -140,3 +140,92 @@ fn load_site_inputs_names_unreadable_paths() {
     assert!(format!("{err:#}").contains("extra-manifests"), "{err:#}");
     assert!(err.downcast_ref::<ValidationError>().is_none());
 }
+
+#[test]
+fn a_byte_order_mark_before_the_first_key_is_not_content() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(
+        tmp.path(),
+        INSTALL_CONFIG_FILE,
+        &format!("\u{feff}{}", base_install_config()),
+    );
+    write(
+        tmp.path(),
+        IMAGE_BASED_CONFIG_FILE,
+        &format!("\u{feff}{BASE_IMAGE_BASED_CONFIG}"),
+    );
+    let s = load_site_inputs(tmp.path()).unwrap();
+    assert_eq!(s.install_config.metadata.name, "sno");
+    assert_eq!(s.image_based_config.hostname, "sno1.example.com");
+}
+
+#[test]
+fn symbolic_links_in_extra_manifests_are_not_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    site(tmp.path());
+    let outside = tmp.path().join("outside.yaml");
+    std::fs::write(&outside, "apiVersion: v1\nkind: Secret\n").unwrap();
+    std::fs::create_dir(tmp.path().join("extra-manifests")).unwrap();
+    std::os::unix::fs::symlink(&outside, tmp.path().join("extra-manifests/link.yaml")).unwrap();
+    let s = load_site_inputs(tmp.path()).unwrap();
+    assert!(s.extra_manifests.is_empty());
+    assert_eq!(
+        s.warnings,
+        [
+            "extra-manifests/link.yaml: ignored: a symbolic link (only regular files are used; copy the file here)"
+        ]
+    );
+}
+
+#[test]
+fn the_unedited_template_is_refused_at_its_placeholders() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), INSTALL_CONFIG_FILE, &base_install_config());
+    write(
+        tmp.path(),
+        IMAGE_BASED_CONFIG_FILE,
+        IMAGE_BASED_CONFIG_TEMPLATE,
+    );
+    let got = findings_of(tmp.path());
+    let line_of = |needle: &str| {
+        IMAGE_BASED_CONFIG_TEMPLATE
+            .lines()
+            .position(|l| l.trim_start().starts_with(needle))
+            .unwrap()
+            + 1
+    };
+    assert_eq!(
+        got,
+        [
+            format!(
+                "image-based-config.yaml:{}: hostname: still the template's placeholder \"change-to-hostname\": replace it with this site's value",
+                line_of("hostname:")
+            ),
+            format!(
+                "image-based-config.yaml:{}: networkConfig.interfaces[0].mac-address: still the template's placeholder \"00:00:00:00:00:00\": replace it with this site's value",
+                line_of("mac-address:")
+            ),
+        ]
+    );
+}
+
+#[test]
+fn decode_errors_never_quote_the_refused_value() {
+    let tmp = tempfile::tempdir().unwrap();
+    site(tmp.path());
+    let text = patched(
+        &base_install_config(),
+        "proxy: 'http://user:IBI-MARKER@proxy:3128'",
+    );
+    write(tmp.path(), INSTALL_CONFIG_FILE, &text);
+    let got = findings_of(tmp.path()).join("\n");
+    assert!(!got.contains("IBI-MARKER"), "{got}");
+    assert!(
+        got.contains("proxy: invalid type: string (value not shown), expected struct Proxy"),
+        "{got}"
+    );
+    assert_eq!(
+        super::super::finding::hide_values(r#"a: string "x\"y", b: string "z" at line 1"#),
+        "a: string (value not shown), b: string (value not shown) at line 1"
+    );
+}
