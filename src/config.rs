@@ -17,6 +17,7 @@ mod installation;
 mod installation_template;
 mod inventory;
 mod inventory_bmc;
+mod inventory_locate;
 mod inventory_render;
 mod lca_versions;
 mod manifests;
@@ -46,8 +47,11 @@ pub use installation::{
     parse_installation_config, validate_installation_config,
 };
 pub use installation_template::IMAGE_BASED_INSTALLATION_CONFIG_TEMPLATE;
-pub use inventory::{Inventory, Nic, SiteEntry, load_inventory, parse_inventory};
+pub use inventory::{
+    Inventory, Nic, SiteEntry, load_inventory, load_inventory_with_findings, parse_inventory,
+};
 pub use inventory_bmc::BmcEntry;
+pub use inventory_locate::{locate as locate_site_finding, site_inputs as check_site_inputs};
 pub use inventory_render::{FleetBase, SiteFiles, check_site, load_fleet_base};
 pub use lca_versions::{
     MinorVersion, VERSIONED_KEYS, VersionedKey, markdown_table as versioned_keys_table,

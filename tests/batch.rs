@@ -396,8 +396,12 @@ fn a_failing_site_is_reported_and_the_others_finish() {
     );
     assert_eq!(
         stderr(&out),
-        "error: site a19: image-based-config.yaml: hostname: \"localhost\" is not allowed: lifecycle-agent rejects it\n\
-         error: 1 of 3 sites failed (the others are built)\n"
+        format!(
+            "error: site a19: {}:{}: sites[2].hostname (site a19): \"localhost\" is not allowed: lifecycle-agent rejects it\n\
+             error: 1 of 3 sites failed (the others are built)\n",
+            inv.display(),
+            line_of(&inv, "hostname: localhost")
+        )
     );
     assert!(
         !base.path().join("sites/a19").exists(),
@@ -440,9 +444,10 @@ fn a_nic_outside_the_machine_network_fails_its_site() {
     assert_eq!(
         stderr(&out),
         format!(
-            "error: site a17: {sites_yaml}: sites[0].nic.address (site a17): 10.99.0.5 is outside every \
+            "error: site a17: {sites_yaml}:{}: sites[0].nic.address (site a17): 10.99.0.5 is outside every \
              networking.machineNetwork CIDR (192.168.122.0/23): set machineNetwork for this site\n\
-             error: 1 of 3 sites failed (the others are built)\n"
+             error: 1 of 3 sites failed (the others are built)\n",
+            line_of(&inv, "address: 10.99.0.5/24")
         )
     );
 }
@@ -469,20 +474,23 @@ fn inventory_and_base_errors_are_reported_together_and_write_nothing() {
         lines[..3],
         [
             format!(
-                "error: {inv_s}: sites[0].name: invalid value \"../up\": must be a plain directory name (no '/', no '..', not starting with '.')"
+                "error: {inv_s}:2: sites[0].name: invalid value \"../up\": must be a plain directory name (no '/', no '..', not starting with '.')"
             ),
             format!(
-                "error: {inv_s}: sites[2].name (site a): duplicate site name \"a\": already used at sites[1].name (site a)"
+                "error: {inv_s}:6: sites[2].name (site a): duplicate site name \"a\": already used at sites[1].name (site a)"
             ),
             format!(
-                "error: {inv_s}: sites[2].nic.address (site a): invalid value \"10.0.0.5\": not in CIDR notation (address/prefix)"
+                "error: {inv_s}:8: sites[2].nic.address (site a): invalid value \"10.0.0.5\": not in CIDR notation (address/prefix)"
             ),
         ],
         "{err}"
     );
     assert_eq!(lines.len(), 4, "{err}");
     assert!(
-        lines[3].starts_with("error: install-config.yaml: unknown field `bogusKey`"),
+        lines[3].starts_with(&format!(
+            "error: {}: unknown field `bogusKey`",
+            ic.display()
+        )),
         "{err}"
     );
     assert!(!base.path().join("sites").exists(), "nothing written");
@@ -495,8 +503,8 @@ fn inventory_and_base_errors_are_reported_together_and_write_nothing() {
     let err = stderr(&out);
     assert!(
         err.starts_with(&format!(
-            "error: {inv_s}: sites[0]: unknown field `hostnme`"
-        )) && err.contains("line 4"),
+            "error: {inv_s}:4: sites[0].hostnme (site a): unknown field `hostnme`"
+        )),
         "{err}"
     );
     assert!(!base.path().join("sites").exists(), "nothing written");
@@ -509,6 +517,78 @@ fn inventory_and_base_errors_are_reported_together_and_write_nothing() {
         "{}",
         stderr(&out)
     );
+}
+
+/// The 1-based line of the first line of `file` containing `needle`.
+fn line_of(file: &Path, needle: &str) -> usize {
+    let text = fs::read_to_string(file).unwrap();
+    text.lines().position(|l| l.contains(needle)).expect(needle) + 1
+}
+
+/// One run shows every problem of every site, each at its inventory line: an unknown key does not
+/// hide a duplicate name, one site's hostname error neither its own NIC error nor another site's,
+/// and a value the base gives names the base file.
+#[test]
+fn every_finding_of_every_site_comes_at_once() {
+    let base = copy_fleet();
+    let inv = base.path().join("sites.yaml");
+    let text = fs::read_to_string(&inv)
+        .unwrap()
+        .replace(
+            "hostname: sno-a17",
+            "hostname: localhost\n    hostnme: typo",
+        )
+        .replace("address: 192.168.122.17/23", "address: 10.99.0.5/24")
+        .replace("name: a18", "name: a17")
+        .replace("hostname: sno-a19", "hostname: Not_A_Hostname");
+    fs::write(&inv, &text).unwrap();
+    let ibc = base.path().join("image-based-config.yaml");
+    let base_text = fs::read_to_string(&ibc).unwrap();
+    fs::write(
+        &ibc,
+        base_text.replace("  - 0.rhel.pool.ntp.org", "  - not a server!"),
+    )
+    .unwrap();
+    let out = batch(base.path(), "sites.yaml", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "", "nothing attempted");
+    let (i, b) = (inv.display(), ibc.display());
+    let at = |needle: &str| line_of(&inv, needle);
+    let want = [
+        format!(
+            "error: {i}:{}: sites[0].hostnme (site a17): unknown field `hostnme`",
+            at("hostnme")
+        ),
+        format!(
+            "error: {i}:{}: sites[1].name (site a17): duplicate site name \"a17\": already used at sites[0].name (site a17)",
+            at("hostname: sno-a18") - 1
+        ),
+        format!(
+            "error: {i}:{}: sites[0].hostname (site a17): \"localhost\" is not allowed",
+            at("hostname: localhost")
+        ),
+        format!(
+            "error: {b}:{}: additionalNTPSources[0]: invalid value \"not a server!\"",
+            line_of(&ibc, "not a server!")
+        ),
+        format!(
+            "error: {i}:{}: sites[0].nic.address (site a17): 10.99.0.5 is outside every networking.machineNetwork CIDR",
+            at("address: 10.99.0.5/24")
+        ),
+        format!(
+            "error: {i}:{}: sites[2].hostname (site a19): invalid value \"Not_A_Hostname\"",
+            at("hostname: Not_A_Hostname")
+        ),
+    ];
+    let err = stderr(&out);
+    for w in &want {
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with(w.as_str())).count(),
+            1,
+            "want once: {w}\n{err}"
+        );
+    }
+    assert!(!base.path().join("sites").exists(), "nothing written");
 }
 
 #[test]
@@ -526,7 +606,9 @@ fn csv_inventory_gives_the_same_sites_as_yaml() {
     assert_eq!(
         stderr(&out),
         format!(
-            "error: {}: line 2 column interface (site ok): required: the interface name, e.g. eth0\n",
+            "error: {0}: line 2 column interface (site ok): required: the interface name, e.g. eth0\n\
+             error: {0}: line 2 column address (site ok): 10.0.0.1 is outside every networking.machineNetwork \
+             CIDR (192.168.122.0/23): set machineNetwork for this site\n",
             csv.display()
         )
     );
@@ -607,7 +689,8 @@ fn seed_preflight_applies_to_every_site() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     for site in SITES {
         let want = format!(
-            "error: site {site}: install-config.yaml: proxy: is not set, but the seed has a proxy (seed_cluster_info has_proxy: true)"
+            "error: site {site}: {}: proxy: is not set, but the seed has a proxy (seed_cluster_info has_proxy: true)",
+            base.path().join("install-config.yaml").display()
         );
         assert!(stderr(&out).contains(&want), "{}", stderr(&out));
         let dir = base.path().join("sites").join(site);

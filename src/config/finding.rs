@@ -77,6 +77,21 @@ impl Findings {
         });
     }
 
+    /// Records a finding about `field`, at `line` of the file when known.
+    pub(crate) fn add_at(
+        &mut self,
+        field: impl Into<String>,
+        line: Option<usize>,
+        message: impl Into<String>,
+    ) {
+        self.errors.push(Finding {
+            file: self.file.clone(),
+            field: field.into(),
+            message: message.into(),
+            line,
+        });
+    }
+
     /// Records a finding about the whole file.
     pub(crate) fn file_error(&mut self, message: impl Into<String>) {
         self.add("", message);

@@ -11,13 +11,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_yaml_ng::Value;
+use serde_yaml_ng::{Mapping, Value};
 
-use super::finding::{Finding, Findings, ValidationError};
+use super::finding::{Finding, Findings, ValidationError, hide_values};
 use super::inventory_bmc::{BmcEntry, CSV_BMC_COLUMNS, check_bmc, csv_column_of, set_csv_cell};
 use super::net::{Cidr, check_network_cidr};
+use crate::util::yaml_lines::YamlLines;
 
 /// Longest site name: a file name on every Linux filesystem is at most 255 bytes, and the name also
 /// shows in the summary; 63 is plenty and keeps it a DNS-label-sized token.
@@ -68,6 +70,9 @@ pub struct SiteEntry {
     /// Where the entry is in the inventory; set by the parser, not read from the file.
     #[serde(skip)]
     pub at: Locator,
+    /// The lines of a YAML inventory's keys (shared by its sites); set by the parser.
+    #[serde(skip)]
+    pub lines: Option<Arc<YamlLines>>,
 }
 
 /// The common case of one statically addressed NIC.
@@ -114,33 +119,58 @@ impl SiteEntry {
             format!("{at} (site {})", self.name)
         }
     }
+
+    /// The YAML inventory line of `key` (YAML key path, `nic.address`): its own line when the entry
+    /// has it, else that of the nearest enclosing key, else the entry's. `None` in CSV, whose
+    /// [`SiteEntry::field`] already names the line.
+    pub fn line(&self, key: &str) -> Option<usize> {
+        let Locator::Yaml(i) = self.at else {
+            return None;
+        };
+        let lines = self.lines.as_deref()?;
+        let mut path = format!("sites[{i}].{key}");
+        loop {
+            if let Some(line) = lines.line(&path) {
+                return Some(line);
+            }
+            match path.rfind(['.', '[']) {
+                Some(cut) => path.truncate(cut),
+                None => return None,
+            }
+        }
+    }
+}
+
+/// Records a finding about `key` of `site`, naming the entry and its line.
+fn site_finding(f: &mut Findings, site: &SiteEntry, key: &str, message: impl Into<String>) {
+    f.add_at(site.field(key), site.line(key), message);
 }
 
 /// Reads and checks an inventory; CSV when the file name ends in `.csv`, YAML otherwise. Findings
 /// come back as one [`ValidationError`] (downcast it), I/O errors name the path.
 pub fn load_inventory(path: &Path) -> anyhow::Result<Inventory> {
+    let (inventory, findings) = load_inventory_with_findings(path)?;
+    if findings.is_empty() {
+        Ok(inventory)
+    } else {
+        Err(ValidationError { findings }.into())
+    }
+}
+
+/// [`load_inventory`], returning the sites that decoded along with the findings, so the caller can
+/// check those sites too and report everything at once. An inventory with no sites to go through
+/// is an error (a [`ValidationError`] for findings).
+pub fn load_inventory_with_findings(path: &Path) -> anyhow::Result<(Inventory, Vec<Finding>)> {
     let text = super::input::read_document_or_finding(path, &path.display().to_string())?;
     let csv = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
-    Ok(parse_inventory(&path.display().to_string(), &text, csv)?)
+    Ok(decode_and_check(&path.display().to_string(), &text, csv)?)
 }
 
 /// Decodes and checks an inventory; `file` names it in findings.
 pub fn parse_inventory(file: &str, text: &str, csv: bool) -> Result<Inventory, ValidationError> {
-    let mut inventory = if csv {
-        Inventory {
-            sites: parse_csv(file, text)?,
-        }
-    } else {
-        let mut inv = decode_yaml(file, text)?;
-        for (i, site) in inv.sites.iter_mut().enumerate() {
-            site.at = Locator::Yaml(i);
-        }
-        inv
-    };
-    inventory.sites.shrink_to_fit();
-    let findings = check(file, &inventory);
+    let (inventory, findings) = decode_and_check(file, text, csv)?;
     if findings.is_empty() {
         Ok(inventory)
     } else {
@@ -148,9 +178,38 @@ pub fn parse_inventory(file: &str, text: &str, csv: bool) -> Result<Inventory, V
     }
 }
 
+/// The sites that decoded and every finding; an error when nothing decodes.
+fn decode_and_check(
+    file: &str,
+    text: &str,
+    csv: bool,
+) -> Result<(Inventory, Vec<Finding>), ValidationError> {
+    let (mut inventory, mut findings) = if csv {
+        (
+            Inventory {
+                sites: parse_csv(file, text)?,
+            },
+            Vec::new(),
+        )
+    } else {
+        let (mut inv, findings) = decode_yaml(file, text)?;
+        let lines = Arc::new(YamlLines::parse(text));
+        for (i, site) in inv.sites.iter_mut().enumerate() {
+            site.at = Locator::Yaml(i);
+            site.lines = Some(Arc::clone(&lines));
+        }
+        (inv, findings)
+    };
+    inventory.sites.shrink_to_fit();
+    findings.extend(check(file, &inventory));
+    Ok((inventory, findings))
+}
+
 /// Strict decoding straight into the model. Unlike the other inputs there is no first pass through
-/// a generic YAML value (as `decode_strict` makes): for a fleet of thousands of sites that pass would be the run's peak memory.
-fn decode_yaml(file: &str, text: &str) -> Result<Inventory, ValidationError> {
+/// a generic YAML value (as `decode_strict` makes): for a fleet of thousands of sites that pass would
+/// be the run's peak memory. Only when that fails is the inventory decoded site by site and key by
+/// key ([`decode_leniently`]), so one bad key hides none of the other findings.
+fn decode_yaml(file: &str, text: &str) -> Result<(Inventory, Vec<Finding>), ValidationError> {
     let blank = text
         .lines()
         .map(str::trim)
@@ -165,7 +224,78 @@ fn decode_yaml(file: &str, text: &str) -> Result<Inventory, ValidationError> {
     if blank {
         return Err(fail("the file is empty".into()));
     }
-    serde_yaml_ng::from_str(text).map_err(|e| fail(super::finding::hide_values(&e.to_string())))
+    let strict = match serde_yaml_ng::from_str(text) {
+        Ok(inv) => return Ok((inv, Vec::new())),
+        Err(e) => fail(hide_values(&e.to_string())),
+    };
+    match serde_yaml_ng::from_str::<Value>(text) {
+        Ok(Value::Mapping(doc)) => decode_leniently(file, text, &doc).ok_or(strict),
+        _ => Err(strict),
+    }
+}
+
+/// The inventory with every key that does not decode left out, and a finding for each (naming its
+/// site and line); `None` when there is no `sites` list to go through.
+fn decode_leniently(file: &str, text: &str, doc: &Mapping) -> Option<(Inventory, Vec<Finding>)> {
+    let lines = YamlLines::parse(text);
+    let mut f = Findings::new(file);
+    for key in doc.keys().filter(|k| k.as_str() != Some("sites")) {
+        let key = key.as_str().unwrap_or("?");
+        f.add_at(
+            key,
+            lines.line(key),
+            format!("unknown field `{key}`, expected `sites`"),
+        );
+    }
+    let entries = match doc.get("sites") {
+        Some(Value::Sequence(entries)) => entries,
+        Some(Value::Null) | None => return Some((Inventory::default(), f.into_vec())),
+        Some(_) => return None,
+    };
+    let sites = entries
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| decode_site(&mut f, &lines, i, entry))
+        .collect();
+    Some((Inventory { sites }, f.into_vec()))
+}
+
+/// One `sites[i]` entry, keeping the keys that decode; each that does not is a finding.
+fn decode_site(f: &mut Findings, lines: &YamlLines, i: usize, entry: &Value) -> SiteEntry {
+    let at = format!("sites[{i}]");
+    let Value::Mapping(map) = entry else {
+        f.add_at(&at, lines.line(&at), "must be a mapping of the site's keys");
+        return SiteEntry::default();
+    };
+    let name = map.get("name").and_then(Value::as_str).unwrap_or_default();
+    let shown = |key: &str| match name {
+        "" => format!("{at}.{key}"),
+        n => format!("{at}.{key} (site {n})"),
+    };
+    let mut kept = Mapping::new();
+    for (k, v) in map {
+        let one = Mapping::from_iter([(k.clone(), v.clone())]);
+        match serde_yaml_ng::from_value::<SiteEntry>(Value::Mapping(one)) {
+            Ok(_) => {
+                kept.insert(k.clone(), v.clone());
+            }
+            Err(e) => {
+                let key = k.as_str().unwrap_or("?");
+                let message = hide_values(&e.to_string());
+                let line = unknown_field(&message)
+                    .and_then(|u| lines.line(&format!("{at}.{key}.{u}")))
+                    .or_else(|| lines.line(&format!("{at}.{key}")));
+                f.add_at(shown(key), line, message);
+            }
+        }
+    }
+    serde_yaml_ng::from_value(Value::Mapping(kept)).unwrap_or_default()
+}
+
+/// The key serde names in "unknown field `x`, expected …".
+fn unknown_field(message: &str) -> Option<&str> {
+    let rest = message.split("unknown field `").nth(1)?;
+    rest.split('`').next()
 }
 
 /// Every inventory-only rule, over all sites.
@@ -181,8 +311,10 @@ fn check(file: &str, inv: &Inventory) -> Vec<Finding> {
         if !site.name.is_empty()
             && let Some(first) = names.insert(&site.name, site.field("name"))
         {
-            f.add(
-                site.field("name"),
+            site_finding(
+                &mut f,
+                site,
+                "name",
                 format!(
                     "duplicate site name {:?}: already used at {first}",
                     site.name
@@ -192,9 +324,13 @@ fn check(file: &str, inv: &Inventory) -> Vec<Finding> {
         if let Some(id) = site.cluster_id.as_deref().filter(|id| !id.is_empty())
             && let Some(first) = cluster_ids.insert(id, site.field("cluster_id"))
         {
-            f.add(
-                site.field("cluster_id"),
-                format!("duplicate cluster_id {id:?}: already used at {first}; every cluster needs its own"),
+            site_finding(
+                &mut f,
+                site,
+                "cluster_id",
+                format!(
+                    "duplicate cluster_id {id:?}: already used at {first}; every cluster needs its own"
+                ),
             );
         }
         check_site_fields(&mut f, site);
@@ -232,43 +368,41 @@ fn check_name(f: &mut Findings, site: &SiteEntry) {
             at: site.at,
             ..SiteEntry::default()
         };
-        f.add(unnamed.field("name"), message);
+        f.add_at(unnamed.field("name"), site.line("name"), message);
     }
 }
 
 fn check_site_fields(f: &mut Findings, site: &SiteEntry) {
     if site.hostname.is_empty() {
-        f.add(
-            site.field("hostname"),
-            "required: the host name of the node",
-        );
+        site_finding(f, site, "hostname", "required: the host name of the node");
     }
     for (key, value) in [
         ("clusterName", &site.cluster_name),
         ("baseDomain", &site.base_domain),
     ] {
         if value.as_deref() == Some("") {
-            f.add(
-                site.field(key),
+            site_finding(
+                f,
+                site,
+                key,
                 "empty: leave the key out to keep the base's value",
             );
         }
     }
     for (i, cidr) in site.machine_network.iter().flatten().enumerate() {
         if let Err(e) = check_network_cidr(cidr) {
-            f.add(site.field(&format!("machineNetwork[{i}]")), e);
+            site_finding(f, site, &format!("machineNetwork[{i}]"), e);
         }
     }
     if site.machine_network.as_ref().is_some_and(Vec::is_empty) {
-        f.add(
-            site.field("machineNetwork"),
-            "empty: list at least one CIDR",
-        );
+        site_finding(f, site, "machineNetwork", "empty: list at least one CIDR");
     }
     if let Some(nic) = &site.nic {
         if site.network_config.is_some() {
-            f.add(
-                site.field("nic"),
+            site_finding(
+                f,
+                site,
+                "nic",
                 "nic and networkConfig are exclusive: give the one NIC's settings or a whole nmstate document",
             );
         }
@@ -282,8 +416,10 @@ fn check_site_fields(f: &mut Findings, site: &SiteEntry) {
 fn check_nic(f: &mut Findings, site: &SiteEntry, nic: &Nic) {
     let name = &nic.interface;
     if name.is_empty() {
-        f.add(
-            site.field("nic.interface"),
+        site_finding(
+            f,
+            site,
+            "nic.interface",
             "required: the interface name, e.g. eth0",
         );
     } else if name.len() > INTERFACE_NAME_MAX
@@ -293,16 +429,22 @@ fn check_nic(f: &mut Findings, site: &SiteEntry, nic: &Nic) {
             .bytes()
             .any(|c| c == b'/' || c == b':' || c.is_ascii_whitespace() || c.is_ascii_control())
     {
-        f.add(
-            site.field("nic.interface"),
-            format!("invalid value {name:?}: an interface name is 1-{INTERFACE_NAME_MAX} characters without '/', ':' or spaces"),
+        site_finding(
+            f,
+            site,
+            "nic.interface",
+            format!(
+                "invalid value {name:?}: an interface name is 1-{INTERFACE_NAME_MAX} characters without '/', ':' or spaces"
+            ),
         );
     }
     if let Some(mac) = &nic.mac_address
         && !is_mac(mac)
     {
-        f.add(
-            site.field("nic.macAddress"),
+        site_finding(
+            f,
+            site,
+            "nic.macAddress",
             format!(
                 "invalid value {mac:?}: expected six hex pairs separated by ':' (52:54:00:aa:17:01)"
             ),
@@ -311,18 +453,22 @@ fn check_nic(f: &mut Findings, site: &SiteEntry, nic: &Nic) {
     let address = match nic_address(nic) {
         Ok(a) => Some(a),
         Err(e) => {
-            f.add(site.field("nic.address"), e);
+            site_finding(f, site, "nic.address", e);
             None
         }
     };
     if let Some(gw) = &nic.gateway {
         match gw.parse::<IpAddr>() {
-            Err(_) => f.add(
-                site.field("nic.gateway"),
+            Err(_) => site_finding(
+                f,
+                site,
+                "nic.gateway",
                 format!("invalid value {gw:?}: not an IP address"),
             ),
-            Ok(gw) if address.is_some_and(|a| a.addr.is_ipv4() != gw.is_ipv4()) => f.add(
-                site.field("nic.gateway"),
+            Ok(gw) if address.is_some_and(|a| a.addr.is_ipv4() != gw.is_ipv4()) => site_finding(
+                f,
+                site,
+                "nic.gateway",
                 format!("{gw} is not of the address's IP family"),
             ),
             Ok(_) => {}
@@ -330,8 +476,10 @@ fn check_nic(f: &mut Findings, site: &SiteEntry, nic: &Nic) {
     }
     for (i, server) in nic.dns.iter().enumerate() {
         if server.parse::<IpAddr>().is_err() {
-            f.add(
-                site.field(&format!("nic.dns[{i}]")),
+            site_finding(
+                f,
+                site,
+                &format!("nic.dns[{i}]"),
                 format!("invalid value {server:?}: not an IP address"),
             );
         }

@@ -16,15 +16,27 @@ use super::finding::{Finding, Findings, ValidationError};
 use super::inventory::{Nic, SiteEntry, nic_address};
 use super::net::Cidr;
 use super::{
-    IMAGE_BASED_CONFIG_FILE, INSTALL_CONFIG_FILE, InstallConfig, SiteInputs,
+    IMAGE_BASED_CONFIG_FILE, INSTALL_CONFIG_FILE, ImageBasedConfig, InstallConfig,
     parse_image_based_config, parse_install_config,
 };
+use crate::util::yaml_lines::YamlLines;
 
 /// The shared base every site starts from, decoded strictly once.
 #[derive(Debug, Clone)]
 pub struct FleetBase {
     install_config: Mapping,
     image_based_config: Mapping,
+    /// How findings name the base's files (their paths when read from a directory), and where
+    /// their keys are: a site's finding about a value it does not set names the base's line.
+    pub(super) install_config_file: BaseFile,
+    pub(super) image_based_config_file: BaseFile,
+}
+
+/// One file of the base: its shown name and the lines of its keys.
+#[derive(Debug, Clone, Default)]
+pub(super) struct BaseFile {
+    pub(super) name: String,
+    pub(super) lines: YamlLines,
 }
 
 /// A site's rendered `install-config.yaml` and `image-based-config.yaml`.
@@ -59,7 +71,20 @@ pub fn load_fleet_base(dir: &Path) -> anyhow::Result<FleetBase> {
     let ibc_path = dir.join(IMAGE_BASED_CONFIG_FILE);
     let ibc = super::input::read_document(&ibc_path)
         .map_err(|e| super::input::document_error(&ibc_path, IMAGE_BASED_CONFIG_FILE, e))?;
-    Ok(FleetBase::parse(&ic, ibc.as_deref())?)
+    let names = [&ic_path, &ibc_path].map(|p| p.display().to_string());
+    Ok(FleetBase::parse(&ic, ibc.as_deref())
+        .map_err(|mut e| {
+            // The base's findings name the files where they are, not the names a site's files take.
+            for f in &mut e.findings {
+                if f.file == INSTALL_CONFIG_FILE {
+                    f.file = names[0].clone();
+                } else if f.file == IMAGE_BASED_CONFIG_FILE {
+                    f.file = names[1].clone();
+                }
+            }
+            e
+        })?
+        .named(&names[0], &names[1]))
 }
 
 impl FleetBase {
@@ -98,10 +123,26 @@ impl FleetBase {
             Ok(Value::Mapping(m)) => m,
             _ => Mapping::new(),
         };
+        let file = |name: &str, text: &str| BaseFile {
+            name: name.to_string(),
+            lines: YamlLines::parse(text),
+        };
         Ok(FleetBase {
             install_config: as_mapping(install_config),
             image_based_config: image_based_config.map(as_mapping).unwrap_or_default(),
+            install_config_file: file(INSTALL_CONFIG_FILE, install_config),
+            image_based_config_file: file(
+                IMAGE_BASED_CONFIG_FILE,
+                image_based_config.unwrap_or_default(),
+            ),
         })
+    }
+
+    /// The base with its files shown as `install_config` and `image_based_config` in findings.
+    fn named(mut self, install_config: &str, image_based_config: &str) -> Self {
+        self.install_config_file.name = install_config.to_string();
+        self.image_based_config_file.name = image_based_config.to_string();
+        self
     }
 
     /// The base install-config.yaml, typed (it decoded strictly in [`FleetBase::parse`]): the pull
@@ -242,13 +283,18 @@ fn nic_network_config(nic: &Nic) -> anyhow::Result<Value> {
 
 /// Rules that need the site's effective inputs and the inventory entry together: a NIC's address must
 /// be inside a machine network (OVN-Kubernetes picks the node IP from it). Findings name the inventory.
-pub fn check_site(inventory_file: &str, site: &SiteEntry, inputs: &SiteInputs) -> Vec<Finding> {
+pub fn check_site(
+    inventory_file: &str,
+    site: &SiteEntry,
+    install_config: &InstallConfig,
+    image_based_config: &ImageBasedConfig,
+) -> Vec<Finding> {
     let mut f = Findings::new(inventory_file);
     let Some(Ok(addr)) = site.nic.as_ref().map(nic_address) else {
         // A full networkConfig (or none): the general rule, naming the files the site renders to.
-        return super::site::cross_check(&inputs.install_config, &inputs.image_based_config);
+        return super::site::cross_check(install_config, image_based_config);
     };
-    let cidrs = inputs.install_config.machine_network_cidrs();
+    let cidrs = install_config.machine_network_cidrs();
     let host = Cidr {
         addr: addr.addr,
         prefix: if addr.addr.is_ipv4() { 32 } else { 128 },
@@ -258,8 +304,9 @@ pub fn check_site(inventory_file: &str, site: &SiteEntry, inputs: &SiteInputs) -
         .filter_map(|c| Cidr::parse(c).ok())
         .any(|c| c.overlaps(&host));
     if !inside {
-        f.add(
+        f.add_at(
             site.field("nic.address"),
+            site.line("nic.address"),
             format!(
                 "{} is outside every networking.machineNetwork CIDR ({}): set machineNetwork for this site",
                 addr.addr,

@@ -115,7 +115,14 @@ pub fn build(
 /// then the seed of `--seed`, before any site is built.
 fn load_plan(base_dir: &Path, inventory: &Path, seed: Option<&SeedOption>) -> Result<Plan> {
     let mut findings = Vec::new();
-    let sites = findings_into(config::load_inventory(inventory), &mut findings)?;
+    let sites = findings_into(
+        config::load_inventory_with_findings(inventory),
+        &mut findings,
+    )?
+    .map(|(sites, f)| {
+        findings.extend(f);
+        sites
+    });
     let base = findings_into(config::load_fleet_base(base_dir), &mut findings)?;
     let (manifests, f, warnings) =
         config::load_extra_manifests(&base_dir.join(EXTRA_MANIFESTS_DIR))?;
@@ -127,6 +134,15 @@ fn load_plan(base_dir: &Path, inventory: &Path, seed: Option<&SeedOption>) -> Re
         return Err(ValidationError { findings }.into());
     };
     if !findings.is_empty() {
+        // The run stops here; every site's own findings come along, so one run shows them all.
+        let inventory_file = inventory.display().to_string();
+        findings.extend(site_findings(
+            &base,
+            &inventory_file,
+            &inventory_data.sites,
+            &manifests,
+        ));
+        dedup_keeping_order(&mut findings);
         return Err(ValidationError { findings }.into());
     }
     let seed = match seed {
@@ -153,6 +169,33 @@ fn load_plan(base_dir: &Path, inventory: &Path, seed: Option<&SeedOption>) -> Re
         source_date_epoch: std::env::var(SOURCE_DATE_EPOCH).ok(),
         seed,
     })
+}
+
+/// The findings of every site whose files render (a site that does not has its inventory findings).
+fn site_findings(
+    base: &FleetBase,
+    inventory_file: &str,
+    sites: &[SiteEntry],
+    manifests: &[ExtraManifest],
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for site in sites {
+        let Ok(files) = base.render(site) else {
+            continue;
+        };
+        if let Err(e) =
+            config::check_site_inputs(base, inventory_file, site, &files, manifests.to_vec())
+        {
+            out.extend(e.findings);
+        }
+    }
+    out
+}
+
+/// Drops repeated findings (a base value every site inherits is one problem, not one per site).
+fn dedup_keeping_order(findings: &mut Vec<Finding>) {
+    let mut seen = HashSet::new();
+    findings.retain(|f| seen.insert(f.to_string()));
 }
 
 /// `Ok(Some)` on success; a [`ValidationError`]'s findings go to `findings` (`Ok(None)`); any other
@@ -195,6 +238,17 @@ impl Plan {
             fp.add(SEED_FINGERPRINT_KEY, seed.digest.as_bytes());
         }
         fp.hex()
+    }
+
+    /// The site's effective inputs, validated; every finding names where to fix it.
+    fn site_inputs(&self, site: &SiteEntry, files: &SiteFiles) -> Result<config::SiteInputs> {
+        Ok(config::check_site_inputs(
+            &self.base,
+            &self.inventory_file,
+            site,
+            files,
+            self.manifests.clone(),
+        )?)
     }
 
     fn outputs(&self) -> Vec<&str> {
@@ -268,20 +322,16 @@ fn build_site(
         tracing::info!("unchanged since the last run");
         return Ok((Status::Unchanged, Vec::new()));
     }
-    let inputs = config::parse_site_inputs(
-        &files.install_config,
-        &files.image_based_config,
-        plan.manifests.clone(),
-    )?;
-    let mut findings = config::check_site(&plan.inventory_file, site, &inputs);
+    let inputs = plan.site_inputs(site, &files)?;
     if let Some(seed) = &plan.seed {
-        findings.extend(preflight::check_site(
-            &seed.cluster_info,
-            &inputs.install_config,
-        ));
-    }
-    if !findings.is_empty() {
-        return Err(ValidationError { findings }.into());
+        let findings: Vec<Finding> =
+            preflight::check_site(&seed.cluster_info, &inputs.install_config)
+                .into_iter()
+                .map(|f| config::locate_site_finding(&plan.base, &plan.inventory_file, site, f))
+                .collect();
+        if !findings.is_empty() {
+            return Err(ValidationError { findings }.into());
+        }
     }
     DirBuilder::new()
         .recursive(true)

@@ -50,12 +50,12 @@ fn yaml_decode_errors_name_the_site_index_and_key() {
     let got = findings_yaml(
         "sites:\n- name: a\n  hostname: h\n  nic: {interface: eth0, adress: 10.0.0.1/24}\n",
     );
-    assert_eq!(got.len(), 1);
-    assert!(
-        got[0].starts_with("sites.yaml: sites[0].nic: unknown field `adress`"),
-        "{got:?}"
+    assert_eq!(
+        got,
+        [
+            "sites.yaml:4: sites[0].nic (site a): unknown field `adress`, expected one of `interface`, `macAddress`, `address`, `gateway`, `dns`"
+        ]
     );
-    assert!(got[0].contains("line 4"), "{got:?}");
     assert_eq!(
         findings_yaml("# nothing\n"),
         ["sites.yaml: the file is empty"]
@@ -95,21 +95,47 @@ fn inventory_rules_report_every_finding() {
     assert_eq!(
         findings_yaml(text),
         [
-            "sites.yaml: sites[0].name: invalid value \"../etc\": must be a plain directory name (no '/', no '..', not starting with '.')",
-            "sites.yaml: sites[1].name: required: the site's directory name under sites/",
-            "sites.yaml: sites[1].hostname: required: the host name of the node",
-            "sites.yaml: sites[2].clusterName (site ok): empty: leave the key out to keep the base's value",
-            "sites.yaml: sites[2].machineNetwork[0] (site ok): invalid network address \"10.0.0.1/24\": expected 10.0.0.0/24",
-            "sites.yaml: sites[2].nic (site ok): nic and networkConfig are exclusive: give the one NIC's settings or a whole nmstate document",
-            "sites.yaml: sites[2].nic.interface (site ok): invalid value \"eth0/1\": an interface name is 1-15 characters without '/', ':' or spaces",
-            "sites.yaml: sites[2].nic.macAddress (site ok): invalid value \"52-54-00\": expected six hex pairs separated by ':' (52:54:00:aa:17:01)",
-            "sites.yaml: sites[2].nic.address (site ok): invalid value \"10.0.0.300/24\": \"10.0.0.300\" is not an IP address",
-            "sites.yaml: sites[2].nic.dns[0] (site ok): invalid value \"x\": not an IP address",
-            "sites.yaml: sites[3].name (site ok): duplicate site name \"ok\": already used at sites[2].name (site ok)",
-            "sites.yaml: sites[3].nic.gateway (site ok): 10.0.0.1 is not of the address's IP family",
-            "sites.yaml: sites[4].name: invalid value \".hidden\": must be a plain directory name (no '/', no '..', not starting with '.')",
-            "sites.yaml: sites[5].name: invalid value \"a b\": 1-63 characters of letters, digits, '.', '_' and '-', starting with a letter or digit",
-            "sites.yaml: sites[7].cluster_id (site c2): duplicate cluster_id \"6e6b5d0e-1b1a-4d3b-9b0a-0d7c2b1c1a11\": already used at sites[6].cluster_id (site c1); every cluster needs its own",
+            "sites.yaml:2: sites[0].name: invalid value \"../etc\": must be a plain directory name (no '/', no '..', not starting with '.')",
+            "sites.yaml:4: sites[1].name: required: the site's directory name under sites/",
+            "sites.yaml:4: sites[1].hostname: required: the host name of the node",
+            "sites.yaml:7: sites[2].clusterName (site ok): empty: leave the key out to keep the base's value",
+            "sites.yaml:8: sites[2].machineNetwork[0] (site ok): invalid network address \"10.0.0.1/24\": expected 10.0.0.0/24",
+            "sites.yaml:9: sites[2].nic (site ok): nic and networkConfig are exclusive: give the one NIC's settings or a whole nmstate document",
+            "sites.yaml:9: sites[2].nic.interface (site ok): invalid value \"eth0/1\": an interface name is 1-15 characters without '/', ':' or spaces",
+            "sites.yaml:9: sites[2].nic.macAddress (site ok): invalid value \"52-54-00\": expected six hex pairs separated by ':' (52:54:00:aa:17:01)",
+            "sites.yaml:9: sites[2].nic.address (site ok): invalid value \"10.0.0.300/24\": \"10.0.0.300\" is not an IP address",
+            "sites.yaml:9: sites[2].nic.dns[0] (site ok): invalid value \"x\": not an IP address",
+            "sites.yaml:11: sites[3].name (site ok): duplicate site name \"ok\": already used at sites[2].name (site ok)",
+            "sites.yaml:13: sites[3].nic.gateway (site ok): 10.0.0.1 is not of the address's IP family",
+            "sites.yaml:14: sites[4].name: invalid value \".hidden\": must be a plain directory name (no '/', no '..', not starting with '.')",
+            "sites.yaml:16: sites[5].name: invalid value \"a b\": 1-63 characters of letters, digits, '.', '_' and '-', starting with a letter or digit",
+            "sites.yaml:23: sites[7].cluster_id (site c2): duplicate cluster_id \"6e6b5d0e-1b1a-4d3b-9b0a-0d7c2b1c1a11\": already used at sites[6].cluster_id (site c1); every cluster needs its own",
+        ]
+    );
+}
+
+/// A key that does not decode hides nothing: the other sites' and the other keys' findings come too,
+/// each with its line.
+#[test]
+fn an_unknown_key_hides_no_other_finding() {
+    let text = "sites:
+- name: a
+  hostname: h1
+  hostnme: typo
+- name: a
+  hostname: h2
+  machineNetwork: 10.0.0.0/24
+  nic: {interface: eth0, address: 10.0.0.5}
+fleet: x
+";
+    assert_eq!(
+        findings_yaml(text),
+        [
+            "sites.yaml:9: fleet: unknown field `fleet`, expected `sites`",
+            "sites.yaml:4: sites[0].hostnme (site a): unknown field `hostnme`, expected one of `name`, `hostname`, `clusterName`, `baseDomain`, `sshKey`, `machineNetwork`, `nic`, `networkConfig`, `additionalNTPSources`, `releaseRegistry`, `nodeLabels`, `cluster_id`, `infra_id`",
+            "sites.yaml:7: sites[1].machineNetwork (site a): invalid type: string (value not shown), expected a sequence",
+            "sites.yaml:5: sites[1].name (site a): duplicate site name \"a\": already used at sites[0].name (site a)",
+            "sites.yaml:8: sites[1].nic.address (site a): invalid value \"10.0.0.5\": not in CIDR notation (address/prefix)",
         ]
     );
 }
@@ -121,6 +147,7 @@ fn csv_inventory_decodes_like_yaml() {
     let from_csv = parse_inventory("sites.csv", csv, true).unwrap();
     let mut from_yaml = parse_inventory(FILE, NIC_SITE, false).unwrap();
     from_yaml.sites[0].at = Locator::Csv(3);
+    from_yaml.sites[0].lines = None;
     assert_eq!(from_csv, from_yaml);
     assert_eq!(
         from_csv.sites[0].field("nic.address"),
@@ -218,7 +245,15 @@ routes:
     next-hop-interface: eth0
 "
     );
-    assert!(check_site(FILE, &inv.sites[0], &inputs).is_empty());
+    assert!(
+        check_site(
+            FILE,
+            &inv.sites[0],
+            &inputs.install_config,
+            &inputs.image_based_config
+        )
+        .is_empty()
+    );
     // Rendering is deterministic: the fingerprint depends on it.
     assert_eq!(files, base().render(&inv.sites[0]).unwrap());
 }
@@ -239,7 +274,15 @@ fn ipv6_nic_renders_and_validates() {
         .unwrap();
     assert!(nm.contains("autoconf: false"), "{nm}");
     assert!(nm.contains("destination: ::/0"), "{nm}");
-    assert!(check_site(FILE, &inv.sites[0], &inputs).is_empty());
+    assert!(
+        check_site(
+            FILE,
+            &inv.sites[0],
+            &inputs.install_config,
+            &inputs.image_based_config
+        )
+        .is_empty()
+    );
 }
 
 #[test]
@@ -252,9 +295,14 @@ fn nic_outside_the_machine_network_is_a_site_finding() {
     .unwrap();
     let inputs = site_inputs(&base().render(&inv.sites[0]).unwrap());
     assert_eq!(
-        render(&check_site(FILE, &inv.sites[0], &inputs)),
+        render(&check_site(
+            FILE,
+            &inv.sites[0],
+            &inputs.install_config,
+            &inputs.image_based_config
+        )),
         [
-            "sites.yaml: sites[0].nic.address (site a): 10.9.0.5 is outside every networking.machineNetwork CIDR (192.168.122.0/23): set machineNetwork for this site"
+            "sites.yaml:4: sites[0].nic.address (site a): 10.9.0.5 is outside every networking.machineNetwork CIDR (192.168.122.0/23): set machineNetwork for this site"
         ]
     );
 }
