@@ -306,6 +306,42 @@ fn cached_file_is_reused_without_a_request_and_replaced_when_stale() {
     assert_eq!(fs::read(path).unwrap(), data);
 }
 
+/// Every name in the cache dir, the lock included.
+fn all_names(cache: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_checksum_typo_keeps_the_good_cached_file_and_failures_leave_no_locks() {
+    let data = iso_bytes();
+    let server = Server::start(data.clone(), Faults::default());
+    let cache = tempfile::tempdir().unwrap();
+    let o = options(cache.path());
+    let good = fetch(&source(&server, "r.iso", Some(sha256_hex(&data))), &o).unwrap();
+    let typo = source(&server, "r.iso", Some(sha256_hex(b"a typo")));
+    let err = fetch(&typo, &o).unwrap_err();
+    assert!(format!("{err:#}").contains("checksum mismatch"), "{err:#}");
+    assert_eq!(fs::read(&good).unwrap(), data, "the good copy is still there");
+    assert_eq!(server.requests().len(), 2, "the typo was downloaded once");
+    let missing = Server::start(
+        iso_bytes(),
+        Faults {
+            not_found: true,
+            ..Faults::default()
+        },
+    );
+    fetch(&source(&missing, "other.iso", None), &o).unwrap_err();
+    assert_eq!(all_names(cache.path()), [".lock", "r.iso"]);
+    let again = fetch(&source(&server, "r.iso", Some(sha256_hex(&data))), &o).unwrap();
+    assert_eq!(again, good);
+    assert_eq!(server.requests().len(), 2, "served from the kept copy");
+}
+
 #[test]
 fn xz_download_is_decompressed_and_its_content_verified() {
     let data = iso_bytes();

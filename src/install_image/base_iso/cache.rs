@@ -4,7 +4,11 @@
 //! Layout: `$XDG_CACHE_HOME` (or `~/.cache`) `/ibi/image_cache/<name>`, `<name>` being the last segment of the
 //! URL path minus `.gz`/`.xz`. The installer uses `.../imagebased/image_cache/<name>` with the same naming; we
 //! keep our own directory because our entries differ: a resumable `<name>.part` sits beside them, and a cached
-//! file is re-verified when its sha256 is known (the installer trusts any file it finds).
+//! file is re-verified when its sha256 is known (the installer trusts any file it finds). One `.lock` file,
+//! reused by every download, serializes writers; nothing else is left behind.
+//!
+//! A cached file is never removed for failing a checksum: the checksum may be the typo, and the file the
+//! only good copy on a disconnected machine. A new download replaces it only once it has verified.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions, Permissions};
@@ -26,6 +30,9 @@ const CACHE_DIR_MODE: u32 = 0o755;
 const COMPRESSED_SUFFIXES: [&str; 2] = [".gz", ".xz"];
 const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
 const XZ_MAGIC: &[u8] = &[0xfd, b'7', b'z', b'X', b'Z', 0x00];
+/// The one lock of the cache directory. One file for every entry, so a failed URL leaves no lock of its
+/// own behind; it is never removed, as unlinking a lock another process waits on would split the lock.
+pub const LOCK_FILE: &str = ".lock";
 
 /// The image cache directory: `overridden` when given, else the user cache dir's `ibi/image_cache`.
 pub(super) fn cache_dir(overridden: Option<&Path>) -> Result<PathBuf> {
@@ -77,7 +84,7 @@ pub(super) fn fetch_cached(
     ensure_dir(dir, CACHE_DIR_MODE)?;
     let name = cache_file_name(url)?;
     let final_path = dir.join(&name);
-    let _lock = lock(&dir.join(format!("{name}.lock")))?;
+    let _lock = lock(&dir.join(LOCK_FILE))?;
     if reuse_cached(&final_path, sha256)? {
         return Ok(final_path);
     }
@@ -88,7 +95,7 @@ pub(super) fn fetch_cached(
     Ok(final_path)
 }
 
-/// Takes `<file>.lock` exclusively; a second process waits here and then finds the finished file. The
+/// Takes the cache's lock exclusively; a second process waits here and then finds the finished file. The
 /// lock is released when the returned handle is dropped, on success or error alike.
 fn lock(path: &Path) -> Result<File> {
     let f = OpenOptions::new()
@@ -114,7 +121,8 @@ fn lock(path: &Path) -> Result<File> {
     Ok(f)
 }
 
-/// True when `path` can be used as is; a cached file whose checksum no longer matches is removed.
+/// True when `path` can be used as is. A cached file whose checksum does not match is kept: the download
+/// that follows replaces it only if it verifies.
 fn reuse_cached(path: &Path, sha256: Option<&str>) -> Result<bool> {
     if !path.exists() {
         return Ok(false);
@@ -133,10 +141,10 @@ fn reuse_cached(path: &Path, sha256: Option<&str>) -> Result<bool> {
         return Ok(true);
     }
     tracing::warn!(
-        "cached {} has sha256 {found}, expected {expected}; downloading it again",
+        "cached {} has sha256 {found}, expected {expected}; downloading it again (the cached file \
+         stays until the download verifies)",
         path.display()
     );
-    fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
     Ok(false)
 }
 
@@ -233,7 +241,7 @@ pub(super) fn decompress_local(src: &Path, sha256: Option<&str>, dir: &Path) -> 
         .with_context(|| format!("cannot name a cache file after {}", src.display()))?;
     ensure_dir(dir, CACHE_DIR_MODE)?;
     let final_path = dir.join(name);
-    let _lock = lock(&dir.join(format!("{name}.lock")))?;
+    let _lock = lock(&dir.join(LOCK_FILE))?;
     decompress_into(src, compression_of(src)?, &final_path, sha256)?;
     Ok(final_path)
 }
@@ -374,7 +382,7 @@ mod tests {
     }
 
     #[test]
-    fn stale_cached_file_is_removed_and_a_good_one_reused() {
+    fn stale_cached_file_is_kept_and_a_good_one_reused() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("r.iso");
         fs::write(&p, b"abc").unwrap();
@@ -382,7 +390,7 @@ mod tests {
         assert!(reuse_cached(&p, Some(&good)).unwrap());
         assert!(reuse_cached(&p, None).unwrap());
         assert!(!reuse_cached(&p, Some(&"0".repeat(64))).unwrap());
-        assert!(!p.exists());
+        assert_eq!(fs::read(&p).unwrap(), b"abc", "kept until a download verifies");
     }
 
     #[test]
