@@ -5,6 +5,7 @@
 pub mod digest;
 pub mod file_version;
 pub mod fs;
+pub mod interrupt;
 pub mod logging;
 pub mod progress;
 pub mod read_ahead;

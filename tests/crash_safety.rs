@@ -3,7 +3,8 @@
 //! path holds nothing or a complete, valid result (byte for byte the result of an uninterrupted run:
 //! both commands are deterministic for fixed inputs, identity and SOURCE_DATE_EPOCH), never a partial
 //! file; the temp files a kill leaves are removed by the next run. A full filesystem (a small ext4 on a
-//! loop device) gives a clear error and no output.
+//! loop device) gives a clear error and no output. SIGINT and SIGTERM remove the temp output at once,
+//! print one line ("interrupted; nothing was written", or a batch's summary so far) and exit 130/143.
 //!
 //! The delays come from a fixed-seed generator spread over the measured length of one run, so a
 //! failure can be reproduced. The disk-full cases need root (mount); elsewhere they print SKIP, and
@@ -408,4 +409,79 @@ fn create_image_on_a_full_disk_fails_cleanly() {
         "the error names the file: {stderr}"
     );
     assert_disk_full(&out, &site, &["rhcos-ibi.iso"]);
+}
+
+/// Starts `ibi ARGS`, waits (bounded) until a temp output appears under `dir`, then sends `sig`.
+/// `None` when the run ended before a temp file was seen.
+fn signal_mid_write(args: &[&str], dir: &Path, sig: rustix::process::Signal) -> Option<Output> {
+    let mut child = command(args).spawn().expect("starting ibi");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while temp_files(dir).is_empty() {
+        if !matches!(child.try_wait(), Ok(None)) || Instant::now() > deadline {
+            child.kill().ok();
+            child.wait_with_output().expect("reaping ibi");
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, sig).expect("signalling ibi");
+    Some(child.wait_with_output().expect("reaping ibi"))
+}
+
+#[test]
+fn create_image_on_sigint_or_sigterm_removes_its_temp_file_says_so_and_exits_130_or_143() {
+    use rustix::process::Signal;
+    let bases = tempfile::tempdir().unwrap();
+    for (sig, code) in [(Signal::INT, 130), (Signal::TERM, 143)] {
+        let (site, base) = image_site(bases.path());
+        let args = create_image_args(site.path().to_str().unwrap(), base.to_str().unwrap());
+        let out = (0..5)
+            .find_map(|_| signal_mid_write(&args, site.path(), sig))
+            .expect("the ISO's temp file was never seen");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if site.path().join("rhcos-ibi.iso").exists() {
+            // The signal came just after the rename: the output is complete and the line says so.
+            assert!(stderr.contains("written completely"), "{stderr}");
+            fs::remove_file(site.path().join("rhcos-ibi.iso")).unwrap();
+        } else {
+            let last = stderr.lines().last().unwrap_or_default();
+            assert_eq!(last, "interrupted; nothing was written", "{stderr}");
+        }
+        assert_eq!(out.status.code(), Some(code), "{sig:?}: {stderr}");
+        assert!(
+            temp_files(site.path()).is_empty(),
+            "{sig:?} left {:?}",
+            temp_files(site.path())
+        );
+    }
+}
+
+#[test]
+fn an_interrupted_batch_prints_its_summary_so_far_and_leaves_no_temp_files() {
+    let fleet = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("seed-fixtures/example-fleet");
+    for f in ["install-config.yaml", "image-based-config.yaml", "sites.yaml"] {
+        fs::copy(src.join(f), fleet.path().join(f)).unwrap();
+    }
+    copy_tree(
+        &src.join("extra-manifests"),
+        &fleet.path().join("extra-manifests"),
+    );
+    let dir = fleet.path().to_str().unwrap();
+    let inventory = fleet.path().join("sites.yaml");
+    let inventory = inventory.to_str().unwrap();
+    let args = ["create", "config-image", "--dir", dir, "--sites", inventory];
+    let out = (0..5)
+        .find_map(|_| signal_mid_write(&args, fleet.path(), rustix::process::Signal::INT))
+        .expect("no temp file was ever seen");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let line = stderr.lines().last().unwrap_or_default();
+    assert!(
+        line.starts_with("interrupted; ") && line.contains(" of 3 sites done: "),
+        "{stderr}"
+    );
+    assert!(temp_files(fleet.path()).is_empty());
 }

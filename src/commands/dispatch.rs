@@ -8,6 +8,10 @@ use crate::deliver::watch::NotReady;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
+    if let Command::Create(_) = cli.command {
+        // Before any writer thread starts, so the signals reach the handler's thread.
+        crate::util::interrupt::install()?;
+    }
     match cli.command {
         Command::Create(CreateCommand::ConfigTemplate(o)) => super::create_config_template::run(&o),
         Command::Create(CreateCommand::ConfigImage(o)) => super::create_config_image::run(&o),

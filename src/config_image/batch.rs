@@ -32,7 +32,7 @@ use crate::config::{
 };
 use crate::contract::config_iso::ISO_FILE_NAME;
 use crate::seed::preflight::{self, SiteSeed};
-use crate::util::progress;
+use crate::util::{interrupt, progress};
 
 /// The sites' directories go under `BASE/sites/`.
 pub const SITES_DIR: &str = "sites";
@@ -287,6 +287,8 @@ fn build_all(plan: &Plan) -> Vec<Outcome> {
         }
         drop(tx);
         let mut warned = HashSet::new();
+        let mut done = Vec::with_capacity(total);
+        interrupt::set_message(so_far(&done, total));
         for (i, built) in rx {
             let outcome = built.map(|(status, warnings)| {
                 // The shared base's warnings would repeat for every site: say each once.
@@ -298,6 +300,8 @@ fn build_all(plan: &Plan) -> Vec<Outcome> {
                 status
             });
             bar.inc(1);
+            done.push(outcome.as_ref().map_or(Status::Failed, |s| *s));
+            interrupt::set_message(so_far(&done, total));
             outcomes[i] = Some(outcome);
         }
     });
@@ -306,6 +310,21 @@ fn build_all(plan: &Plan) -> Vec<Outcome> {
         .into_iter()
         .map(|o| o.unwrap_or_else(|| Err(anyhow::anyhow!("internal: the site's worker stopped"))))
         .collect()
+}
+
+/// The batch's summary so far, printed if it is interrupted: the finished sites are complete, those
+/// under way were not written.
+fn so_far(done: &[Status], total: usize) -> String {
+    let count = |s: Status| done.iter().filter(|d| **d == s).count();
+    format!(
+        "{} of {total} sites done: {} created, {} updated, {} unchanged, {} failed; the sites under way \
+         were not written (run again to build them)",
+        done.len(),
+        count(Status::Created),
+        count(Status::Updated),
+        count(Status::Unchanged),
+        count(Status::Failed)
+    )
 }
 
 /// Renders, checks and builds one site, or finds it unchanged.

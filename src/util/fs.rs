@@ -141,11 +141,12 @@ where
     tmp.as_file()
         .set_permissions(Permissions::from_mode(mode))
         .with_context(|| format!("setting mode of the temp file for {}", path.display()))?;
+    let guard = crate::util::interrupt::TempFile::register(tmp.path());
     fill(tmp.as_file_mut()).with_context(|| format!("writing {}", path.display()))?;
     tmp.as_file()
         .sync_all()
         .with_context(|| format!("syncing {}", path.display()))?;
-    persist(tmp, path, clobber)?;
+    guard.complete(|| persist(tmp, path, clobber))?;
     sync_dir(dir)
 }
 
