@@ -326,7 +326,11 @@ fn a_checksum_typo_keeps_the_good_cached_file_and_failures_leave_no_locks() {
     let typo = source(&server, "r.iso", Some(sha256_hex(b"a typo")));
     let err = fetch(&typo, &o).unwrap_err();
     assert!(format!("{err:#}").contains("checksum mismatch"), "{err:#}");
-    assert_eq!(fs::read(&good).unwrap(), data, "the good copy is still there");
+    assert_eq!(
+        fs::read(&good).unwrap(),
+        data,
+        "the good copy is still there"
+    );
     assert_eq!(server.requests().len(), 2, "the typo was downloaded once");
     let missing = Server::start(
         iso_bytes(),

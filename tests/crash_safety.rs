@@ -462,7 +462,11 @@ fn an_interrupted_batch_prints_its_summary_so_far_and_leaves_no_temp_files() {
     let fleet = tempfile::tempdir().unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let src = root.join("seed-fixtures/example-fleet");
-    for f in ["install-config.yaml", "image-based-config.yaml", "sites.yaml"] {
+    for f in [
+        "install-config.yaml",
+        "image-based-config.yaml",
+        "sites.yaml",
+    ] {
         fs::copy(src.join(f), fleet.path().join(f)).unwrap();
     }
     copy_tree(

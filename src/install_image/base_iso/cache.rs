@@ -390,7 +390,11 @@ mod tests {
         assert!(reuse_cached(&p, Some(&good)).unwrap());
         assert!(reuse_cached(&p, None).unwrap());
         assert!(!reuse_cached(&p, Some(&"0".repeat(64))).unwrap());
-        assert_eq!(fs::read(&p).unwrap(), b"abc", "kept until a download verifies");
+        assert_eq!(
+            fs::read(&p).unwrap(),
+            b"abc",
+            "kept until a download verifies"
+        );
     }
 
     #[test]
