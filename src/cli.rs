@@ -141,8 +141,11 @@ pub struct InspectOpts {
     #[arg(value_name = "ISO")]
     pub iso: PathBuf,
     /// Print the raw embedded Ignition config (secrets included) instead of the summary
-    #[arg(long)]
+    #[arg(long, conflicts_with = "json")]
     pub ignition: bool,
+    /// Print the summary as one JSON object (secrets hidden, as in the text)
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[cfg(feature = "agent")]

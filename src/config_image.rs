@@ -10,3 +10,4 @@ pub mod marker;
 pub mod pki;
 pub mod reconfig;
 pub mod site;
+pub mod summary;

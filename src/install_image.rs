@@ -6,4 +6,5 @@ pub mod build;
 pub mod ignition;
 pub mod report;
 pub mod status_token;
+pub mod summary;
 pub mod variant;

@@ -10,6 +10,7 @@ pub mod logging;
 pub mod progress;
 pub mod read_ahead;
 pub mod secret;
+pub mod summary;
 pub mod text;
 pub mod token;
 pub mod yaml;
