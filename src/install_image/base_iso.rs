@@ -10,4 +10,7 @@ mod source;
 mod stream;
 pub use stream::parse_coreos_stream;
 
-pub use source::{BaseIsoOptions, BaseIsoSource, OS_IMAGE_OVERRIDE_ENV, fetch, resolve_source};
+pub use source::{
+    BaseIsoOptions, BaseIsoSource, NO_BASE_ISO, OS_IMAGE_OVERRIDE_ENV, check_options, fetch,
+    resolve_source,
+};

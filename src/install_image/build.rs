@@ -82,8 +82,11 @@ pub fn plan(opts: &BuildOptions) -> Result<ImagePlan> {
         warn!("{w}");
     }
     let cfg = &inputs.config;
+    let base_options = base_iso_options(cfg, opts);
+    // Before the seed check, which may wait on a registry: a typo here should not cost that wait.
+    base_iso::check_options(&base_options)?;
     let seed_image = checked_seed_image(cfg, opts)?;
-    let base = fetch_base_iso(cfg, opts)?;
+    let base = fetch_base_iso(&base_options)?;
     let layout = BaseLayout::read(&base, opts.force)?;
     let mut ign_inputs = ignition_inputs(cfg, inputs.post_sh.clone(), seed_image)?;
     ign_inputs.status_report = status_report_inputs(&inputs, dir)?;
@@ -167,16 +170,19 @@ fn finding(field: &str, message: String) -> Finding {
     }
 }
 
-fn fetch_base_iso(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<PathBuf> {
-    let o = BaseIsoOptions {
+fn base_iso_options(cfg: &InstallationConfig, opts: &BuildOptions) -> BaseIsoOptions {
+    BaseIsoOptions {
         base_iso: opts.base_iso.clone(),
         base_iso_sha256: opts.base_iso_sha256.clone(),
         coreos_stream: opts.coreos_stream.clone(),
         architecture: cfg.architecture().to_string(),
         ..Default::default()
-    };
-    let source = base_iso::resolve_source(&o)?;
-    base_iso::fetch(&source, &o).context("getting the base ISO")
+    }
+}
+
+fn fetch_base_iso(o: &BaseIsoOptions) -> Result<PathBuf> {
+    let source = base_iso::resolve_source(o)?;
+    base_iso::fetch(&source, o).context("getting the base ISO")
 }
 
 /// Where the base ISO's embed areas are, found before anything is written.

@@ -69,6 +69,50 @@ impl BaseIsoOptions {
     }
 }
 
+/// Where a base ISO can come from, for the error that says none was given.
+pub const NO_BASE_ISO: &str = "no base ISO given; give it one of three ways: --base-iso PATH|URL (a CoreOS \
+live ISO of the seed's RHCOS, e.g. from https://mirror.openshift.com/pub/openshift-v4/<arch>/dependencies/rhcos/), \
+OPENSHIFT_INSTALL_OS_IMAGE_OVERRIDE=URL (as the installer takes it), or --coreos-stream FILE|URL (the CoreOS \
+stream metadata; `openshift-install coreos print-stream-json` of the seed's OpenShift version prints it)";
+
+/// Checks the base-ISO options without touching the network, so a mistake in them is reported before
+/// the seed check (which may wait on an unreachable registry): checksums parse, URLs parse with a
+/// supported scheme, local files exist, and some source is given at all.
+pub fn check_options(o: &BaseIsoOptions) -> Result<()> {
+    let env = std::env::var(OS_IMAGE_OVERRIDE_ENV)
+        .ok()
+        .filter(|v| !v.is_empty());
+    check_options_with(o, env.as_deref())
+}
+
+fn check_options_with(o: &BaseIsoOptions, env_override: Option<&str>) -> Result<()> {
+    let flag_sha = o.flag_sha256()?;
+    let (spec, what) = match (&o.base_iso, env_override, &o.coreos_stream) {
+        (Some(spec), _, _) => (spec.as_str(), "--base-iso"),
+        (None, Some(spec), _) => (spec, OS_IMAGE_OVERRIDE_ENV),
+        (None, None, Some(stream)) => {
+            return local_file_exists(stream).context("--coreos-stream");
+        }
+        (None, None, None) => bail!("{NO_BASE_ISO}"),
+    };
+    match source_from_spec(spec, flag_sha).context(what)? {
+        BaseIsoSource::Path(p) => local_file_exists(&p.to_string_lossy()).context(what),
+        BaseIsoSource::Url { .. } => Ok(()),
+    }
+}
+
+/// A spec without `://` names a local file, which must be there.
+fn local_file_exists(spec: &str) -> Result<()> {
+    if spec.contains("://") {
+        return Ok(());
+    }
+    match std::fs::metadata(spec) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => bail!("{spec} is not a regular file"),
+        Err(e) => Err(e).with_context(|| format!("reading {spec}")),
+    }
+}
+
 /// Picks the base ISO source: `--base-iso`, then `OPENSHIFT_INSTALL_OS_IMAGE_OVERRIDE`, then `--coreos-stream`.
 pub fn resolve_source(o: &BaseIsoOptions) -> Result<BaseIsoSource> {
     let env = std::env::var(OS_IMAGE_OVERRIDE_ENV)
@@ -99,10 +143,7 @@ fn resolve_source_with(o: &BaseIsoOptions, env_override: Option<&str>) -> Result
             sha256,
         });
     }
-    bail!(
-        "no base ISO given: pass --base-iso PATH|URL, or --coreos-stream FILE|URL with CoreOS stream metadata \
-         (such as the installer's coreos-rhel-9.json); ibi embeds no stream metadata"
-    )
+    bail!("{NO_BASE_ISO}")
 }
 
 /// Reads `PATH|URL`: `http`, `https` and `file` URLs (the `?sha256=` query taken out), anything else a path.
