@@ -11,7 +11,8 @@ use clap::{Args, Parser, Subcommand};
 #[command(name = "ibi", version, about, propagate_version = true)]
 pub struct Cli {
     /// Log level for messages on stderr: error, warn, info, debug or trace. `RUST_LOG` overrides it.
-    #[arg(long, global = true, default_value = "warn", value_name = "LEVEL")]
+    #[arg(long, global = true, default_value = "warn", value_name = "LEVEL",
+          value_parser = crate::util::logging::LEVELS)]
     pub log_level: String,
 
     #[command(subcommand)]
@@ -115,7 +116,7 @@ pub struct CreateImageOpts {
     #[arg(long, value_name = "HEX")]
     pub base_iso_sha256: Option<String>,
     /// CoreOS stream metadata (JSON) to pick the live ISO for `architecture` from
-    #[arg(long, value_name = "FILE|URL")]
+    #[arg(long, value_name = "FILE|URL", conflicts_with = "base_iso")]
     pub coreos_stream: Option<String>,
     /// Registry served over plain HTTP (repeatable), e.g. a lab mirror or a test registry
     #[arg(long, value_name = "HOST[:PORT]")]
@@ -151,7 +152,8 @@ pub struct InspectOpts {
 #[cfg(feature = "agent")]
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
-    /// Install RHCOS and restore the seed, as `lca-cli ibi` does, from ibi-configuration.json
+    /// Install RHCOS and restore the seed, as `lca-cli ibi` does, from ibi-configuration.json.
+    /// WIPES the configuration's installationDisk: every partition and all data on it are lost
     // Boxed: the install has many more options than fetch-config (clippy::large_enum_variant).
     Install(Box<AgentInstallOpts>),
     /// Wait for the `cluster-config` device and copy it to /opt/openshift
@@ -322,6 +324,16 @@ fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs_f64(secs))
 }
 
+/// What to say beside a usage error for a command line that names a subcommand this build lacks:
+/// `ibi agent` in a build without the `agent` feature.
+pub fn usage_hint(args: &[String]) -> Option<&'static str> {
+    let sub = args.iter().skip(1).find(|a| !a.starts_with('-'))?;
+    (sub == "agent" && !cfg!(feature = "agent")).then_some(
+        "`ibi agent` exists only in builds with the `agent` feature (the host side, which needs \
+         libostree): `cargo install --path . --features agent`, or the host-agent image (Containerfile)",
+    )
+}
+
 fn parse_secret(s: &str) -> Result<crate::util::secret::Secret, String> {
     Ok(crate::util::secret::Secret::new(s))
 }
@@ -357,6 +369,25 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn agent_hint_only_where_the_feature_is_missing() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let hint = usage_hint(&args(&["ibi", "--log-level=debug", "agent", "install"]));
+        assert_eq!(hint.is_some(), !cfg!(feature = "agent"));
+        assert_eq!(
+            usage_hint(&args(&["ibi", "agent"])).is_some(),
+            !cfg!(feature = "agent")
+        );
+        assert_eq!(usage_hint(&args(&["ibi", "bogus"])), None);
+    }
+
+    #[test]
+    fn log_level_takes_levels_only() {
+        let e = Cli::try_parse_from(["ibi", "--log-level", "bogus", "inspect", "x.iso"])
+            .expect_err("bogus level");
+        assert_eq!(e.kind(), clap::error::ErrorKind::InvalidValue);
     }
 
     #[test]

@@ -13,4 +13,4 @@ mod serve;
 mod status;
 mod watch;
 
-pub use dispatch::{exit_code, report_error, run};
+pub use dispatch::{exit_code, report_error, report_usage, run};

@@ -5,7 +5,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = ibi::cli::Cli::parse();
+    let cli = match ibi::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return ibi::commands::report_usage(&e),
+    };
     if let Err(e) = ibi::util::logging::init(&cli.log_level) {
         eprintln!("error: {e:#}");
         return ExitCode::from(1);

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::fs;
 use std::path::Path;
 
 use common::*;
@@ -63,15 +62,8 @@ fn a_configuration_iso_shows_networks_interfaces_ntp_labels_and_mirrors() {
 #[test]
 fn an_installation_iso_shows_the_seed_its_digest_the_disk_and_shutdown() {
     let dir = tempfile::tempdir().unwrap();
+    write_example_install(dir.path());
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let config = "image-based-installation-config.yaml";
-    let text = fs::read_to_string(repo.join("seed-fixtures/example-install").join(config))
-        .unwrap()
-        .replace(
-            "oci:seed-fixtures/seed:",
-            &format!("oci:{}:", repo.join("seed-fixtures/seed").display()),
-        );
-    fs::write(dir.path().join(config), text).unwrap();
     let base = repo.join("seed-fixtures/coreos-live-synthetic.iso");
     let d = dir.path().to_str().unwrap();
     assert_ok(&ibi(

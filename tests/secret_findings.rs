@@ -11,7 +11,6 @@
 mod common;
 
 use std::fs;
-use std::path::Path;
 use std::process::Output;
 
 use common::*;
@@ -135,16 +134,7 @@ fn install_config_secret_fields_never_echo_at_any_log_level() {
 #[test]
 fn installation_config_secret_fields_never_echo_at_any_log_level() {
     let dir = tempfile::tempdir().unwrap();
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let original = fs::read_to_string(
-        repo.join("seed-fixtures/example-install")
-            .join(INSTALLATION_CONFIG),
-    )
-    .unwrap()
-    .replace(
-        "oci:seed-fixtures/seed:",
-        &format!("oci:{}:", repo.join("seed-fixtures/seed").display()),
-    );
+    let original = write_example_install(dir.path());
     let path = dir.path().join(INSTALLATION_CONFIG);
     let d = dir.path().to_str().unwrap();
     // Never reached: validation comes first. A path, so a slip would not touch the network.

@@ -1,5 +1,7 @@
 //! Runs the parsed command line, and prints an error as the user reads it.
 
+use std::process::ExitCode;
+
 use anyhow::Result;
 
 use crate::cli::{Cli, Command, CreateCommand};
@@ -38,6 +40,22 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     } else {
         1
     }
+}
+
+/// Prints a command-line error (or `--help`, `--version`) as clap renders it, with a hint for a
+/// subcommand this build lacks. Usage errors exit 1, as every other bad input does (clap's own
+/// convention is 2); help and version exit 0.
+pub fn report_usage(e: &clap::Error) -> ExitCode {
+    // Printing to a closed pipe is no reason to fail differently.
+    let _ = e.print();
+    if !e.use_stderr() {
+        return ExitCode::SUCCESS;
+    }
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(hint) = crate::cli::usage_hint(&args) {
+        eprintln!("\nhint: {hint}");
+    }
+    ExitCode::from(1)
 }
 
 /// Prints an error to stderr: validation findings one per line (so the user fixes all of them in

@@ -46,7 +46,10 @@ pub fn summarize(config: &Value) -> Summary {
     s.push("trustBundle", file(config, TRUST_BUNDLE_PATH).is_some());
     // The file is always there; without a networkConfig it holds only a newline.
     let network = file(config, NETWORK_CONFIG_PATH).unwrap_or_default();
-    s.push("networkConfig", !String::from_utf8_lossy(&network).trim().is_empty());
+    s.push(
+        "networkConfig",
+        !String::from_utf8_lossy(&network).trim().is_empty(),
+    );
     s
 }
 

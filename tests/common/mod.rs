@@ -21,6 +21,21 @@ pub fn example_site() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("seed-fixtures/example-site")
 }
 
+/// The example installation config (`seed-fixtures/example-install`) with its `oci:` seed made
+/// absolute, so it builds from any directory; written into `dir` and returned.
+pub fn write_example_install(dir: &Path) -> String {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let name = "image-based-installation-config.yaml";
+    let text = fs::read_to_string(repo.join("seed-fixtures/example-install").join(name))
+        .expect("reading the example installation config")
+        .replace(
+            "oci:seed-fixtures/seed:",
+            &format!("oci:{}:", repo.join("seed-fixtures/seed").display()),
+        );
+    fs::write(dir.join(name), &text).expect("writing the installation config");
+    text
+}
+
 /// Copies the example's inputs (not any outputs a quick-start run left there) into a temp dir.
 pub fn copy_example() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().expect("tempdir");

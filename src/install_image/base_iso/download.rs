@@ -250,7 +250,8 @@ impl Progress {
     fn start(url: &Url, total: Option<u64>, done: u64) -> Progress {
         if !io::stderr().is_terminal() {
             let size = total.map_or_else(|| "unknown size".to_string(), |t| format!("{t} bytes"));
-            tracing::info!("downloading {url} ({size}, {done} already here)");
+            // Not through the log: at the default level a download of minutes would say nothing.
+            eprintln!("downloading {url} ({size}, {done} already here)…");
             return Progress(None);
         }
         let bar = ProgressBar::new(total.unwrap_or(0)).with_position(done);

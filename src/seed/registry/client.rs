@@ -493,6 +493,21 @@ pub fn inspect_layout_image(
         .with_context(|| format!("reading image {source}"))
 }
 
+/// `dir` as the user must read it: a relative `oci:` path is resolved against the working directory,
+/// not against `--dir`, and a "not found" that does not say so sends them looking in the wrong place.
+fn shown_layout_path(dir: &Path) -> String {
+    if dir.is_absolute() {
+        return dir.display().to_string();
+    }
+    let cwd = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_else(|_| "?".to_string());
+    format!(
+        "{} (a relative oci: path, resolved against the working directory {cwd}, not --dir)",
+        dir.display()
+    )
+}
+
 fn inspect_layout(
     dir: &Path,
     tag: Option<&str>,
@@ -502,7 +517,7 @@ fn inspect_layout(
     if !dir.join("oci-layout").is_file() {
         bail!(
             "{} is not an OCI image layout (it has no oci-layout file)",
-            dir.display()
+            shown_layout_path(dir)
         );
     }
     let index_path = dir.join("index.json");
@@ -624,6 +639,24 @@ mod tests {
         assert_eq!(
             e,
             "the image index has no linux/s390x image (it has: linux/amd64, linux/arm64)"
+        );
+    }
+
+    #[test]
+    fn a_relative_layout_path_says_it_is_resolved_against_the_working_directory() {
+        let e = inspect_layout_image(Path::new("no-such/seed"), None, "amd64").unwrap_err();
+        let cwd = std::env::current_dir().unwrap();
+        assert!(
+            format!("{e:#}").contains(&format!(
+                "no-such/seed (a relative oci: path, resolved against the working directory {}, not --dir) is not an OCI image layout",
+                cwd.display()
+            )),
+            "{e:#}"
+        );
+        let e = inspect_layout_image(Path::new("/no-such/seed"), None, "amd64").unwrap_err();
+        assert!(
+            format!("{e:#}").contains(": /no-such/seed is not an OCI image layout"),
+            "{e:#}"
         );
     }
 
