@@ -11,6 +11,7 @@
 # The tests make variants through these environment variables:
 #   SEED_FORMAT_VERSION (4)  SEED_OCP_VERSION (4.16.0)  SEED_ARCH (amd64)
 #   SEED_MOUNT_TARGET (/dev/disk/by-partlabel/var-lib-containers)  SEED_TAG (= SEED_OCP_VERSION)
+#   SEED_CONTAINERS_LIST (the containers.list text; default: two release images and recert)
 #   SEED_INDEX (0; 1 wraps the manifest in an image index with its platform)
 # and, for the seed_cluster_info label (the same JSON as /manifest.json and var/seed_data/manifest.json):
 #   SEED_INFO_SHAPE (4.20: node_ips and machine_networks lists, as lifecycle-agent 4.20+ writes them;
@@ -110,9 +111,10 @@ exit 1
 printf '%s' "$lca_cli" >"$root/lca-cli"
 chmod 0777 "$root/lca-cli"
 
-printf '%s' 'quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:1111111111111111111111111111111111111111111111111111111111111111
+default_list='quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:1111111111111111111111111111111111111111111111111111111111111111
 quay.io/openshift-release-dev/ocp-release@sha256:2222222222222222222222222222222222222222222222222222222222222222
-quay.io/edge-infrastructure/recert:v0' >"$root/containers.list"
+quay.io/edge-infrastructure/recert:v0'
+printf '%s' "${SEED_CONTAINERS_LIST:-$default_list}" >"$root/containers.list"
 
 # --- var.tgz: members start with var/ -------------------------------------------------------------------
 v=$work/var

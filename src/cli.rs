@@ -109,7 +109,8 @@ pub struct CreateImageOpts {
     #[command(flatten)]
     pub dir: DirOpt,
     /// Base CoreOS live ISO: a local path or a URL (downloaded once into the user cache; a URL may
-    /// carry `?sha256=HEX`). Default: OPENSHIFT_INSTALL_OS_IMAGE_OVERRIDE, then --coreos-stream
+    /// carry `?sha256=HEX`). Default: OPENSHIFT_INSTALL_OS_IMAGE_OVERRIDE, then --coreos-stream, then
+    /// the stream of the seed's release payload (--release-image)
     #[arg(long, value_name = "PATH|URL")]
     pub base_iso: Option<String>,
     /// Expected sha256 of the base ISO
@@ -118,6 +119,10 @@ pub struct CreateImageOpts {
     /// CoreOS stream metadata (JSON) to pick the live ISO for `architecture` from
     #[arg(long, value_name = "FILE|URL", conflicts_with = "base_iso")]
     pub coreos_stream: Option<String>,
+    /// The release payload whose CoreOS stream names the base ISO, when none of the above is given.
+    /// Default: the payload in the seed's containers.list. REF: a registry reference or oci:PATH[:TAG]
+    #[arg(long, value_name = "REF", conflicts_with_all = ["base_iso", "coreos_stream"])]
+    pub release_image: Option<String>,
     /// Registry served over plain HTTP (repeatable), e.g. a lab mirror or a test registry
     #[arg(long, value_name = "HOST[:PORT]")]
     pub insecure_registry: Vec<String>,

@@ -131,23 +131,6 @@ fn base_iso_mistakes_are_reported_before_the_seed_is_contacted() {
     )
     .unwrap();
     let d = dir.path().to_str().unwrap();
-    let out = ibi(&["create", "image", "--dir", d], &[]);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("no base ISO given; give it one of three ways: --base-iso"),
-        "{err}"
-    );
-    for way in [
-        "OPENSHIFT_INSTALL_OS_IMAGE_OVERRIDE=URL",
-        "--coreos-stream FILE|URL",
-    ] {
-        assert!(err.contains(way), "{way} missing: {err}");
-    }
-    assert!(
-        !err.contains("checking the seed image") && !err.contains("127.0.0.1:1"),
-        "the seed was contacted first: {err}"
-    );
     let out = ibi(
         &["create", "image", "--dir", d, "--base-iso", "/no/such.iso"],
         &[],

@@ -12,6 +12,7 @@ pub fn run(opts: &CreateImageOpts) -> Result<()> {
         base_iso: opts.base_iso.clone(),
         base_iso_sha256: opts.base_iso_sha256.clone(),
         coreos_stream: opts.coreos_stream.clone(),
+        release_image: opts.release_image.clone(),
         insecure_registry: opts.insecure_registry.clone(),
         skip_seed_checks: opts.skip_seed_checks,
         no_pin_seed: opts.no_pin_seed,

@@ -44,6 +44,9 @@ pub struct BuildOptions {
     pub base_iso_sha256: Option<String>,
     /// CoreOS stream metadata, a file or URL (`--coreos-stream`).
     pub coreos_stream: Option<String>,
+    /// The release payload whose CoreOS stream names the base ISO (`--release-image`); default: the
+    /// one in the seed's containers.list.
+    pub release_image: Option<String>,
     pub insecure_registry: Vec<String>,
     pub skip_seed_checks: bool,
     pub no_pin_seed: bool,
@@ -85,8 +88,11 @@ pub fn plan(opts: &BuildOptions) -> Result<ImagePlan> {
     let base_options = base_iso_options(cfg, opts);
     // Before the seed check, which may wait on a registry: a typo here should not cost that wait.
     base_iso::check_options(&base_options)?;
+    if let Some(r) = &opts.release_image {
+        seed::parse_seed_reference(r).map_err(|e| anyhow::anyhow!("--release-image: {e}"))?;
+    }
     let seed_image = checked_seed_image(cfg, opts)?;
-    let base = fetch_base_iso(&base_options)?;
+    let base = fetch_base_iso(cfg, opts, base_options)?;
     let layout = BaseLayout::read(&base, opts.force)?;
     let mut ign_inputs = ignition_inputs(cfg, inputs.post_sh.clone(), seed_image)?;
     ign_inputs.status_report = status_report_inputs(&inputs, dir)?;
@@ -180,9 +186,37 @@ fn base_iso_options(cfg: &InstallationConfig, opts: &BuildOptions) -> BaseIsoOpt
     }
 }
 
-fn fetch_base_iso(o: &BaseIsoOptions) -> Result<PathBuf> {
-    let source = base_iso::resolve_source(o)?;
-    base_iso::fetch(&source, o).context("getting the base ISO")
+fn fetch_base_iso(
+    cfg: &InstallationConfig,
+    opts: &BuildOptions,
+    mut o: BaseIsoOptions,
+) -> Result<PathBuf> {
+    if !base_iso::has_source(&o) {
+        let (origin, json) = release_stream(cfg, opts).map_err(|e| {
+            anyhow::anyhow!(
+                "no base ISO given, and the seed's release payload gave none ({e:#}); {}; or name a \
+                 reachable release payload with --release-image REF",
+                base_iso::THREE_WAYS
+            )
+        })?;
+        tracing::info!("base ISO from the CoreOS stream of {origin}");
+        o.stream_json = Some((origin, json));
+    }
+    let source = base_iso::resolve_source(&o)?;
+    base_iso::fetch(&source, &o).context("getting the base ISO")
+}
+
+/// The CoreOS stream of the release payload (`--release-image`, else the seed's) and where it came from.
+fn release_stream(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<(String, String)> {
+    let registry =
+        seed::registry_options(cfg, opts.insecure_registry.clone()).map_err(anyhow::Error::msg)?;
+    let arch = cfg.architecture();
+    let release = match &opts.release_image {
+        Some(r) => r.clone(),
+        None => base_iso::release::seed_release(&cfg.seed_image, arch, &registry)?,
+    };
+    let json = base_iso::release::release_stream(&release, arch, &registry)?;
+    Ok((release, json))
 }
 
 /// Where the base ISO's embed areas are, found before anything is written.

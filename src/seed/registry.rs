@@ -1,6 +1,7 @@
 //! OCI image access for build-time checks: a manifest (through an image index when there is one), its
 //! config blob, labels and architecture — from a registry with `oci-client`, or from an OCI image layout on
-//! disk. Layers are never fetched: a seed is gigabytes, and everything the checks need is in the config.
+//! disk. The checks never fetch layers (a seed is gigabytes; what they need is in the config); [`files`]
+//! streams a layer only to find one small file in it, and stops there.
 //!
 //! Registry access follows containers/image where lifecycle-agent's podman would: credentials from the pull
 //! secret, `imageDigestSources` mirrors tried first for digest references only, extra TLS roots from the
@@ -9,8 +10,10 @@
 
 mod auth;
 mod client;
+mod files;
 mod mirrors;
 pub use auth::{Credentials, PullSecret, parse_pull_secret};
+pub use files::{LayerOrder, read_layout_file, read_registry_file};
 pub use mirrors::pull_endpoints;
 
 pub use client::{

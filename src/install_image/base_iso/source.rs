@@ -37,6 +37,8 @@ pub struct BaseIsoOptions {
     pub coreos_stream: Option<String>,
     /// `architecture` of image-based-installation-config.yaml: `amd64` or `arm64`.
     pub architecture: String,
+    /// CoreOS stream metadata already read, and where from (the seed's release payload).
+    pub stream_json: Option<(String, String)>,
     /// The image cache directory itself (files land directly in it), replacing `~/.cache/ibi/image_cache`.
     pub cache_dir: Option<PathBuf>,
     /// Pause before the first download retry (later ones double it); `None` means 2 s. Tests shorten it.
@@ -49,6 +51,7 @@ impl Default for BaseIsoOptions {
             base_iso: None,
             base_iso_sha256: None,
             coreos_stream: None,
+            stream_json: None,
             architecture: "amd64".to_string(),
             cache_dir: None,
             retry_backoff: None,
@@ -69,20 +72,28 @@ impl BaseIsoOptions {
     }
 }
 
-/// Where a base ISO can come from, for the error that says none was given.
-pub const NO_BASE_ISO: &str = "no base ISO given; give it one of three ways: --base-iso PATH|URL (a CoreOS \
-live ISO of the seed's RHCOS, e.g. from https://mirror.openshift.com/pub/openshift-v4/<arch>/dependencies/rhcos/), \
+/// Where a base ISO can come from, for the error that says none could be found.
+pub const THREE_WAYS: &str = "give it one of three ways: --base-iso PATH|URL (a CoreOS live ISO of the \
+seed's RHCOS, e.g. from https://mirror.openshift.com/pub/openshift-v4/<arch>/dependencies/rhcos/), \
 OPENSHIFT_INSTALL_OS_IMAGE_OVERRIDE=URL (as the installer takes it), or --coreos-stream FILE|URL (the CoreOS \
 stream metadata; `openshift-install coreos print-stream-json` of the seed's OpenShift version prints it)";
 
 /// Checks the base-ISO options without touching the network, so a mistake in them is reported before
 /// the seed check (which may wait on an unreachable registry): checksums parse, URLs parse with a
-/// supported scheme, local files exist, and some source is given at all.
+/// supported scheme, and local files exist.
 pub fn check_options(o: &BaseIsoOptions) -> Result<()> {
-    let env = std::env::var(OS_IMAGE_OVERRIDE_ENV)
+    check_options_with(o, os_image_override().as_deref())
+}
+
+/// Whether the options name a source; without one the seed's release payload is asked.
+pub fn has_source(o: &BaseIsoOptions) -> bool {
+    o.base_iso.is_some() || o.coreos_stream.is_some() || os_image_override().is_some()
+}
+
+fn os_image_override() -> Option<String> {
+    std::env::var(OS_IMAGE_OVERRIDE_ENV)
         .ok()
-        .filter(|v| !v.is_empty());
-    check_options_with(o, env.as_deref())
+        .filter(|v| !v.is_empty())
 }
 
 fn check_options_with(o: &BaseIsoOptions, env_override: Option<&str>) -> Result<()> {
@@ -93,7 +104,8 @@ fn check_options_with(o: &BaseIsoOptions, env_override: Option<&str>) -> Result<
         (None, None, Some(stream)) => {
             return local_file_exists(stream).context("--coreos-stream");
         }
-        (None, None, None) => bail!("{NO_BASE_ISO}"),
+        // The seed's release payload is asked later, after the seed check.
+        (None, None, None) => return Ok(()),
     };
     match source_from_spec(spec, flag_sha).context(what)? {
         BaseIsoSource::Path(p) => local_file_exists(&p.to_string_lossy()).context(what),
@@ -132,18 +144,30 @@ fn resolve_source_with(o: &BaseIsoOptions, env_override: Option<&str>) -> Result
     }
     if let Some(stream) = &o.coreos_stream {
         let json = super::stream::load(stream, o.backoff())?;
-        let (location, sha) = parse_coreos_stream(&json, &o.architecture)
-            .with_context(|| format!("reading CoreOS stream metadata {stream}"))?;
-        let url = Url::parse(&location).with_context(|| {
-            format!("CoreOS stream metadata {stream}: bad ISO location {location}")
-        })?;
-        let sha256 = merge_sha256(Some(sha), flag_sha, "the stream metadata")?;
-        return Ok(BaseIsoSource::Url {
-            url: url.into(),
-            sha256,
-        });
+        return source_from_stream(&json, stream, &o.architecture, flag_sha);
     }
-    bail!("{NO_BASE_ISO}")
+    if let Some((origin, json)) = &o.stream_json {
+        return source_from_stream(json, origin, &o.architecture, flag_sha);
+    }
+    bail!("no base ISO given; {THREE_WAYS}")
+}
+
+/// The live ISO of `architecture` in the stream metadata `json` (read from `origin`).
+fn source_from_stream(
+    json: &str,
+    origin: &str,
+    architecture: &str,
+    flag_sha: Option<String>,
+) -> Result<BaseIsoSource> {
+    let (location, sha) = parse_coreos_stream(json, architecture)
+        .with_context(|| format!("reading CoreOS stream metadata {origin}"))?;
+    let url = Url::parse(&location)
+        .with_context(|| format!("CoreOS stream metadata {origin}: bad ISO location {location}"))?;
+    let sha256 = merge_sha256(Some(sha), flag_sha, "the stream metadata")?;
+    Ok(BaseIsoSource::Url {
+        url: url.into(),
+        sha256,
+    })
 }
 
 /// Reads `PATH|URL`: `http`, `https` and `file` URLs (the `?sha256=` query taken out), anything else a path.

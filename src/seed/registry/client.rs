@@ -120,8 +120,8 @@ pub struct ImageInfo {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Descriptor {
-    digest: String,
+pub(super) struct Descriptor {
+    pub digest: String,
     #[serde(default)]
     size: u64,
     #[serde(default)]
@@ -140,13 +140,13 @@ struct Platform {
 
 /// An image manifest or an image index (both shapes in one, as the media type may be absent).
 #[derive(Debug, Deserialize)]
-struct Manifest {
+pub(super) struct Manifest {
     #[serde(default)]
     config: Option<Descriptor>,
     #[serde(default)]
     manifests: Option<Vec<Descriptor>>,
     #[serde(default)]
-    layers: Vec<Descriptor>,
+    pub layers: Vec<Descriptor>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -285,7 +285,7 @@ pub fn inspect_registry_image(
 }
 
 /// A client with the extra trust roots, plain HTTP for insecure registries, and timeouts.
-fn build_client(opts: &RegistryOptions) -> Result<Client, String> {
+pub(super) fn build_client(opts: &RegistryOptions) -> Result<Client, String> {
     let mut roots = Vec::new();
     if let Some(pem) = opts
         .additional_trust_bundle
@@ -328,13 +328,22 @@ fn build_client(opts: &RegistryOptions) -> Result<Client, String> {
     .map_err(|e| format!("setting up the registry client: {}", error_chain(&e)))
 }
 
-async fn inspect_endpoint(
+/// The platform manifest of `endpoint` for `architecture`: what both inspecting and reading layers start
+/// from, and the reference blobs are pulled through (the client keeps the token it logged in with).
+pub(super) struct PlatformManifest {
+    pub top: Reference,
+    pub digest: String,
+    pub manifest_digest: String,
+    pub manifest: Manifest,
+}
+
+pub(super) async fn platform_manifest(
     client: &Client,
     asked: &ImageReference,
     endpoint: &ImageReference,
     architecture: &str,
     opts: &RegistryOptions,
-) -> Result<ImageInfo, RegistryError> {
+) -> Result<PlatformManifest, RegistryError> {
     let fail = |detail: String| RegistryError::Other {
         reference: asked.to_string(),
         registry: endpoint.registry.clone(),
@@ -362,6 +371,34 @@ async fn inspect_endpoint(
         manifest = parse_manifest(&bytes).map_err(fail)?;
         manifest_digest = d;
     }
+    Ok(PlatformManifest {
+        top,
+        digest,
+        manifest_digest,
+        manifest,
+    })
+}
+
+async fn inspect_endpoint(
+    client: &Client,
+    asked: &ImageReference,
+    endpoint: &ImageReference,
+    architecture: &str,
+    opts: &RegistryOptions,
+) -> Result<ImageInfo, RegistryError> {
+    let fail = |detail: String| RegistryError::Other {
+        reference: asked.to_string(),
+        registry: endpoint.registry.clone(),
+        detail,
+    };
+    let oci = |e: OciDistributionError| classify(e, asked, &endpoint.registry);
+    let PlatformManifest {
+        top,
+        digest,
+        manifest_digest,
+        manifest,
+        ..
+    } = platform_manifest(client, asked, endpoint, architecture, opts).await?;
     let config = config_descriptor(&manifest).map_err(fail)?;
     let mut blob = Vec::new();
     client
@@ -407,7 +444,11 @@ fn oci_reference(r: &ImageReference, digest: Option<&str>) -> Reference {
 }
 
 /// Sorts an oci-client error into a [`RegistryError`] kind.
-fn classify(e: OciDistributionError, asked: &ImageReference, registry: &str) -> RegistryError {
+pub(super) fn classify(
+    e: OciDistributionError,
+    asked: &ImageReference,
+    registry: &str,
+) -> RegistryError {
     let detail = error_chain(&e);
     let (reference, registry) = (asked.to_string(), registry.to_string());
     let codes: Vec<&OciErrorCode> = match &e {
@@ -514,6 +555,19 @@ fn inspect_layout(
     architecture: &str,
     source: String,
 ) -> anyhow::Result<ImageInfo> {
+    let (manifest, digest, manifest_digest) = layout_manifest(dir, tag, architecture)?;
+    let config = config_descriptor(&manifest).map_err(anyhow::Error::msg)?;
+    let blob = read_blob(dir, &config.digest)?;
+    image_info(digest, manifest_digest, &manifest, &blob, source).map_err(anyhow::Error::msg)
+}
+
+/// The platform manifest of the layout's image `tag` for `architecture`, the top entry's digest and the
+/// platform manifest's.
+pub(super) fn layout_manifest(
+    dir: &Path,
+    tag: Option<&str>,
+    architecture: &str,
+) -> anyhow::Result<(Manifest, String, String)> {
     if !dir.join("oci-layout").is_file() {
         bail!(
             "{} is not an OCI image layout (it has no oci-layout file)",
@@ -535,16 +589,7 @@ fn inspect_layout(
         manifest =
             parse_manifest(&read_blob(dir, &manifest_digest)?).map_err(anyhow::Error::msg)?;
     }
-    let config = config_descriptor(&manifest).map_err(anyhow::Error::msg)?;
-    let blob = read_blob(dir, &config.digest)?;
-    image_info(
-        top.digest.clone(),
-        manifest_digest,
-        &manifest,
-        &blob,
-        source,
-    )
-    .map_err(anyhow::Error::msg)
+    Ok((manifest, top.digest.clone(), manifest_digest))
 }
 
 /// The `index.json` entry named `tag`, or the only entry.
@@ -585,12 +630,21 @@ fn select_layout_entry<'a>(
 }
 
 /// Reads `blobs/<algorithm>/<hex>` and checks its sha256.
-fn read_blob(dir: &Path, digest: &str) -> anyhow::Result<Vec<u8>> {
+/// Where the layout keeps the blob `digest` (sha256 only).
+pub(super) fn blob_path(dir: &Path, digest: &str) -> anyhow::Result<std::path::PathBuf> {
     let hex = digest
         .strip_prefix("sha256:")
         .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
         .with_context(|| format!("unsupported digest {digest:?} (only sha256 is supported)"))?;
-    let path = dir.join("blobs/sha256").join(hex);
+    Ok(dir.join("blobs/sha256").join(hex))
+}
+
+fn read_blob(dir: &Path, digest: &str) -> anyhow::Result<Vec<u8>> {
+    let path = blob_path(dir, digest)?;
+    let hex = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let meta = std::fs::metadata(&path).with_context(|| format!("reading {}", path.display()))?;
     if meta.len() > MAX_BLOB_SIZE {
         bail!(
