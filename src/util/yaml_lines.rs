@@ -219,44 +219,46 @@ fn join(parent: &str, key: &str) -> String {
 
 /// Feeds the events of the first document of `input` to `f`, stopping at its end or at an error.
 fn events(input: &[u8], mut f: impl FnMut(Event)) {
-    use unsafe_libyaml as y;
-    let mut parser = MaybeUninit::<y::yaml_parser_t>::uninit();
+    use unsafe_libyaml as unsafe_y;
+    let mut parser = MaybeUninit::<unsafe_y::yaml_parser_t>::uninit();
     let parser = parser.as_mut_ptr();
     // SAFETY: as in util::yaml: `parser` points at storage that `yaml_parser_initialize` sets up, and
     // it is deleted before returning while `input` is still borrowed. Each event is deleted right after
     // its type, mark and (for a scalar) value bytes are copied out; a scalar's `value` points at
     // `length` bytes owned by the event until then.
     unsafe {
-        if y::yaml_parser_initialize(parser).fail {
+        if unsafe_y::yaml_parser_initialize(parser).fail {
             return;
         }
-        y::yaml_parser_set_input_string(parser, input.as_ptr(), input.len() as u64);
+        unsafe_y::yaml_parser_set_input_string(parser, input.as_ptr(), input.len() as u64);
         loop {
-            let mut event = MaybeUninit::<y::yaml_event_t>::uninit();
-            if y::yaml_parser_parse(parser, event.as_mut_ptr()).fail {
+            let mut event = MaybeUninit::<unsafe_y::yaml_event_t>::uninit();
+            if unsafe_y::yaml_parser_parse(parser, event.as_mut_ptr()).fail {
                 break;
             }
             let event = event.as_mut_ptr();
             let line = (*event).start_mark.line as usize + 1;
             let kind = (*event).type_;
-            let scalar = (kind == y::YAML_SCALAR_EVENT).then(|| {
+            let scalar = (kind == unsafe_y::YAML_SCALAR_EVENT).then(|| {
                 let s = (*event).data.scalar;
                 let bytes = std::slice::from_raw_parts(s.value, s.length as usize);
                 String::from_utf8_lossy(bytes).into_owned()
             });
-            y::yaml_event_delete(event);
+            unsafe_y::yaml_event_delete(event);
             let e = match kind {
-                y::YAML_MAPPING_START_EVENT => Event::MappingStart(line),
-                y::YAML_SEQUENCE_START_EVENT => Event::SequenceStart(line),
-                y::YAML_MAPPING_END_EVENT | y::YAML_SEQUENCE_END_EVENT => Event::End,
-                y::YAML_SCALAR_EVENT => Event::Scalar(line, scalar.unwrap_or_default()),
-                y::YAML_ALIAS_EVENT => Event::Alias(line),
-                y::YAML_DOCUMENT_END_EVENT | y::YAML_STREAM_END_EVENT | y::YAML_NO_EVENT => break,
+                unsafe_y::YAML_MAPPING_START_EVENT => Event::MappingStart(line),
+                unsafe_y::YAML_SEQUENCE_START_EVENT => Event::SequenceStart(line),
+                unsafe_y::YAML_MAPPING_END_EVENT | unsafe_y::YAML_SEQUENCE_END_EVENT => Event::End,
+                unsafe_y::YAML_SCALAR_EVENT => Event::Scalar(line, scalar.unwrap_or_default()),
+                unsafe_y::YAML_ALIAS_EVENT => Event::Alias(line),
+                unsafe_y::YAML_DOCUMENT_END_EVENT
+                | unsafe_y::YAML_STREAM_END_EVENT
+                | unsafe_y::YAML_NO_EVENT => break,
                 _ => continue,
             };
             f(e);
         }
-        y::yaml_parser_delete(parser);
+        unsafe_y::yaml_parser_delete(parser);
     }
 }
 
