@@ -847,3 +847,11 @@ fn status_ca_is_read_from_its_file_or_inline_and_must_hold_a_certificate() {
         ]
     );
 }
+
+#[test]
+fn the_placeholder_list_names_this_file_as_it_is() {
+    assert_eq!(
+        crate::config::placeholder::INSTALLATION_FILE,
+        IMAGE_BASED_INSTALLATION_CONFIG_FILE
+    );
+}

@@ -132,7 +132,7 @@ fleet: x
         findings_yaml(text),
         [
             "sites.yaml:9: fleet: unknown field `fleet`, expected `sites`",
-            "sites.yaml:4: sites[0].hostnme (site a): unknown field `hostnme`, expected one of `name`, `hostname`, `clusterName`, `baseDomain`, `sshKey`, `machineNetwork`, `nic`, `networkConfig`, `additionalNTPSources`, `releaseRegistry`, `nodeLabels`, `cluster_id`, `infra_id`",
+            "sites.yaml:4: sites[0].hostnme (site a): unknown field `hostnme`, expected one of `name`, `hostname`, `clusterName`, `baseDomain`, `sshKey`, `machineNetwork`, `nic`, `networkConfig`, `additionalNTPSources`, `releaseRegistry`, `nodeLabels`, `cluster_id`, `infra_id`, `bmc`",
             "sites.yaml:7: sites[1].machineNetwork (site a): invalid type: string (value not shown), expected a sequence",
             "sites.yaml:5: sites[1].name (site a): duplicate site name \"a\": already used at sites[0].name (site a)",
             "sites.yaml:8: sites[1].nic.address (site a): invalid value \"10.0.0.5\": not in CIDR notation (address/prefix)",
