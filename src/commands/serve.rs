@@ -22,6 +22,7 @@ pub fn run(o: &ServeOpts) -> Result<()> {
         tls,
         public_url: o.public_url.clone(),
         rotate_tokens: o.rotate_tokens,
+        selection: None,
     };
     let prepared = serve::prepare(&opts)?;
     let mut out = std::io::stdout().lock();

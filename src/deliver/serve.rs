@@ -7,6 +7,7 @@
 //! then runs until SIGINT or SIGTERM and stops cleanly: no new connections, in-flight answers get
 //! a short grace, then the process returns.
 
+mod access_log;
 mod body;
 pub mod catalog;
 mod handler;
@@ -16,4 +17,4 @@ mod server;
 mod source;
 pub mod tls;
 
-pub use server::{Prepared, ServeOptions, TlsChoice, prepare};
+pub use server::{Prepared, Running, Selection, ServeOptions, TlsChoice, prepare};

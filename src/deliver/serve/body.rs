@@ -13,11 +13,13 @@ use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use hyper::body::{Body, Bytes, Frame, SizeHint};
 
+use super::access_log::AccessLog;
 use super::source::Opened;
 use crate::install_image::variant::Recipe;
 use crate::live_iso::overlay;
@@ -37,6 +39,9 @@ pub struct Access {
     pub status: u16,
     pub range: Option<(u64, u64)>,
     pub start: Instant,
+    pub log: Arc<AccessLog>,
+    /// The image's running count of bytes sent, for `ibi deploy`'s per-site totals.
+    pub tally: Option<Arc<AtomicU64>>,
 }
 
 impl Access {
@@ -144,6 +149,9 @@ impl Body for ImageBody {
         match stream.next_chunk() {
             Ok(bytes) => {
                 this.sent += bytes.len() as u64;
+                if let Some(t) = &this.access.tally {
+                    t.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                }
                 Poll::Ready(Some(Ok(Frame::data(bytes))))
             }
             Err(e) => {
@@ -170,10 +178,8 @@ impl Drop for ImageBody {
             (None, 0) => String::new(),
             (None, left) => format!(" aborted: the client left with {left} bytes unsent"),
         };
-        eprintln!(
-            "{}",
-            self.access.line(self.sent, &outcome, SystemTime::now())
-        );
+        let line = self.access.line(self.sent, &outcome, SystemTime::now());
+        self.access.log.line(&line);
     }
 }
 
@@ -232,6 +238,8 @@ mod tests {
             status: 206,
             range: Some((0, 99)),
             start: Instant::now(),
+            log: Arc::new(AccessLog::Stderr),
+            tally: None,
         };
         let line = a.line(100, "", UNIX_EPOCH);
         assert!(line.starts_with("1970-01-01T00:00:00.000Z 127.0.0.1:5000 GET rhcos-ibi.iso 206 range=0-99 bytes=100 time="), "{line}");
@@ -261,6 +269,8 @@ mod tests {
             status: 200,
             range: None,
             start: Instant::now(),
+            log: Arc::new(AccessLog::Stderr),
+            tally: None,
         };
         let mut body = ImageBody::range(opened(), 10, (CHUNK * 2) as u64, access());
         let mut got = Vec::new();

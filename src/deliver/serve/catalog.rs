@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
@@ -35,6 +36,33 @@ pub struct Image {
     pub token: Secret,
     /// The file name at the end of the URL (some BMCs want the URL to end in `.iso`).
     pub file_name: String,
+    /// Bytes of it sent so far by this server.
+    pub sent: Arc<AtomicU64>,
+}
+
+/// An image served under a name of its own (so with its own token and byte count): `ibi deploy`
+/// gives each host its own URL, also for the installation ISO they all share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alias {
+    /// The name in the map and the tokens file, e.g. `deploy/a17/rhcos-ibi.iso`.
+    pub name: String,
+    /// The discovered image it serves, e.g. `rhcos-ibi.iso`.
+    pub of: String,
+}
+
+/// The images `aliases` name, under their own names, from what [`discover`] found in `dir`.
+pub fn select(
+    dir: &Path,
+    found: Vec<(String, Source)>,
+    aliases: &[Alias],
+) -> Result<Vec<(String, Source)>> {
+    aliases
+        .iter()
+        .map(|a| match found.iter().find(|(n, _)| *n == a.of) {
+            Some((_, src)) => Ok((a.name.clone(), src.clone())),
+            None => bail!("{} has no {}", dir.display(), a.of),
+        })
+        .collect()
 }
 
 /// served.json's entries; `url` holds the token, so the struct is never logged.
@@ -140,6 +168,7 @@ pub fn assign_tokens(dir: &Path, found: Vec<(String, Source)>, rotate: bool) -> 
             source,
             token: Secret::new(token),
             file_name,
+            sent: Arc::default(),
         });
     }
     ensure_dir(&dir.join(".ibi"), SECRET_DIR_MODE)?;
@@ -182,8 +211,13 @@ pub struct ServedFile {
 
 impl ServedFile {
     pub fn create(dir: &Path, entries: Vec<ServedEntry>) -> Result<Self> {
+        Self::create_at(dir.join(SERVED_FILE), entries)
+    }
+
+    /// The map at `path` rather than `DIR/.ibi/served.json` (`ibi deploy` keeps its own).
+    pub fn create_at(path: PathBuf, entries: Vec<ServedEntry>) -> Result<Self> {
         let f = Self {
-            path: dir.join(SERVED_FILE),
+            path,
             entries: Mutex::new(entries),
         };
         let entries = f.lock().clone();
@@ -325,12 +359,46 @@ mod tests {
     }
 
     #[test]
+    fn aliases_serve_a_found_image_under_their_own_name() {
+        let d = tempfile::tempdir().unwrap();
+        touch(&d.path().join("rhcos-ibi.iso"));
+        let alias = |name: &str, of: &str| Alias {
+            name: name.into(),
+            of: of.into(),
+        };
+        let got = select(
+            d.path(),
+            discover(d.path()).unwrap(),
+            &[
+                alias("deploy/a/rhcos-ibi.iso", "rhcos-ibi.iso"),
+                alias("deploy/b/rhcos-ibi.iso", "rhcos-ibi.iso"),
+            ],
+        )
+        .unwrap();
+        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["deploy/a/rhcos-ibi.iso", "deploy/b/rhcos-ibi.iso"]);
+        assert_eq!(got[1].1.path(), d.path().join("rhcos-ibi.iso"));
+        let err = select(
+            d.path(),
+            discover(d.path()).unwrap(),
+            &[alias("x", "sites/a/imagebasedconfig.iso")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.ends_with("has no sites/a/imagebasedconfig.iso"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn urls_end_in_the_file_name() {
         let img = Image {
             name: "sites/a/imagebasedconfig.iso".into(),
             source: Source::File("/x".into()),
             token: Secret::new("t0k"),
             file_name: "imagebasedconfig.iso".into(),
+            sent: Arc::default(),
         };
         assert_eq!(
             url_for("https://h:1/", &img),

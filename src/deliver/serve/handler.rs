@@ -12,6 +12,7 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use tracing::warn;
 
+use super::access_log::AccessLog;
 use super::body::{Access, ImageBody};
 use super::catalog::{Image, ServedFile};
 use super::report::{self, Reports};
@@ -25,6 +26,7 @@ pub struct State {
     pub cache: Cache,
     pub served: ServedFile,
     pub reports: Arc<Reports>,
+    pub log: Arc<AccessLog>,
 }
 
 /// The index of the image `/TOKEN/FILE` names. Tokens are compared in constant time, so response
@@ -48,6 +50,8 @@ pub async fn handle(
         status: 404,
         range: None,
         start: Instant::now(),
+        log: state.log.clone(),
+        tally: None,
     };
     if req.uri().path() == report::path() {
         return Ok(report_answer(state, client, req, access).await);
@@ -56,6 +60,7 @@ pub async fn handle(
         return Ok(bare(StatusCode::NOT_FOUND, access));
     };
     access.image = state.images[index].name.clone();
+    access.tally = Some(state.images[index].sent.clone());
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = bare(StatusCode::METHOD_NOT_ALLOWED, access);
         r.headers_mut()

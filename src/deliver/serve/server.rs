@@ -1,9 +1,11 @@
 //! Runs `ibi serve`: prepares the image map and TLS, then serves on tokio until SIGINT or SIGTERM.
 
+use std::future::Future;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::path::PathBuf;
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -13,11 +15,12 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use openssl::ssl::{Ssl, SslAcceptor};
 use reqwest::Url;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, oneshot, watch};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
-use super::catalog::{Image, ServedEntry, ServedFile};
+use super::access_log::AccessLog;
+use super::catalog::{Alias, Image, ServedEntry, ServedFile};
 use super::handler::State;
 use super::report::Reports;
 use super::source::{Cache, open};
@@ -51,6 +54,19 @@ pub struct ServeOptions {
     /// The base URL BMCs reach the server at; default `scheme://listen`.
     pub public_url: Option<Url>,
     pub rotate_tokens: bool,
+    /// Serve only these images (`ibi deploy`); `None`: everything under `dir`.
+    pub selection: Option<Selection>,
+}
+
+/// What `ibi deploy` serves: one alias per host and phase, with the map and the access log in files
+/// of their own, so a deploy neither rewrites `ibi serve`'s map nor prints between its progress bars.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    pub aliases: Vec<Alias>,
+    /// The map's path.
+    pub map_file: PathBuf,
+    /// Where the access-log lines are appended.
+    pub access_log: PathBuf,
 }
 
 /// A bound, hashed, ready server.
@@ -70,14 +86,96 @@ impl Prepared {
 
     /// Serves until SIGINT or SIGTERM.
     pub fn serve(self) -> Result<()> {
-        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .max_blocking_threads(BLOCKING_THREADS)
-            .enable_all()
-            .build()
-            .context("starting the server runtime")?;
-        rt.block_on(run(self.listener, self.acceptor.map(Arc::new), self.state))
+        let rt = runtime()?;
+        let stop = rt.block_on(async { stop_signal() })?;
+        rt.block_on(run(
+            self.listener,
+            self.acceptor.map(Arc::new),
+            self.state,
+            stop,
+        ))?;
+        eprintln!("ibi serve: stopped");
+        Ok(())
+    }
+
+    /// Serves on a thread of its own until [`Running::stop`] (or drop): `ibi deploy`'s server,
+    /// in the process that drives the BMCs.
+    pub fn start(self) -> Result<Running> {
+        let rt = runtime()?;
+        let (tx, rx) = oneshot::channel::<()>();
+        let state = self.state.clone();
+        let (listener, acceptor) = (self.listener, self.acceptor.map(Arc::new));
+        let stop = async move {
+            let _ = rx.await;
+            Ok(())
+        };
+        let thread = std::thread::Builder::new()
+            .name("ibi-serve".into())
+            .spawn(move || rt.block_on(run(listener, acceptor, state, stop)))
+            .context("starting the server thread")?;
+        Ok(Running {
+            stop: Some(tx),
+            thread: Some(thread),
+            state: self.state,
+            address: self.address,
+        })
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .max_blocking_threads(BLOCKING_THREADS)
+        .enable_all()
+        .build()
+        .context("starting the server runtime")
+}
+
+/// A server started by [`Prepared::start`]; stopped when dropped.
+pub struct Running {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<()>>>,
+    state: Arc<State>,
+    pub address: SocketAddr,
+}
+
+impl Running {
+    pub fn entries(&self) -> Vec<ServedEntry> {
+        self.state.served.entries()
+    }
+
+    /// Bytes of image `name` sent so far.
+    pub fn sent(&self, name: &str) -> u64 {
+        self.state
+            .images
+            .iter()
+            .find(|i| i.name == name)
+            .map_or(0, |i| i.sent.load(Ordering::Relaxed))
+    }
+
+    /// Stops accepting, gives answers under way a short grace, and waits for the thread.
+    pub fn stop(mut self) -> Result<()> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> Result<()> {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => bail!("the server thread panicked"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Err(e) = self.halt() {
+            warn!("stopping the server: {e:#}");
+        }
     }
 }
 
@@ -92,19 +190,29 @@ pub fn prepare(opts: &ServeOptions) -> Result<Prepared> {
     let plain = matches!(opts.tls, TlsChoice::Plain);
     let public = public_base(opts.public_url.as_ref(), address, plain)?;
     let (acceptor, certificate) = setup_tls(opts, address, &public)?;
-    let found = super::catalog::discover(&opts.dir)?;
+    let mut found = super::catalog::discover(&opts.dir)?;
+    if let Some(sel) = &opts.selection {
+        found = super::catalog::select(&opts.dir, found, &sel.aliases)?;
+    }
     let images = super::catalog::assign_tokens(&opts.dir, found, opts.rotate_tokens)?;
     let cache = Cache::default();
     let entries = images
         .iter()
         .map(|img| entry(img, &cache, public.as_str()))
         .collect::<Result<Vec<_>>>()?;
-    let served = ServedFile::create(&opts.dir, entries)?;
+    let (served, log) = match &opts.selection {
+        None => (ServedFile::create(&opts.dir, entries)?, AccessLog::Stderr),
+        Some(sel) => (
+            ServedFile::create_at(sel.map_file.clone(), entries)?,
+            AccessLog::append_to(&sel.access_log)?,
+        ),
+    };
     let state = Arc::new(State {
         images,
         cache,
         served,
         reports: Arc::new(Reports::new(opts.dir.clone())),
+        log: Arc::new(log),
     });
     Ok(Prepared {
         listener,
@@ -181,17 +289,18 @@ fn setup_tls(
     }
 }
 
+/// Serves until `stop` resolves.
 async fn run(
     listener: StdListener,
     acceptor: Option<Arc<SslAcceptor>>,
     state: Arc<State>,
+    stop: impl Future<Output = Result<()>>,
 ) -> Result<()> {
     let listener = TcpListener::from_std(listener).context("registering the listener")?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut conns = JoinSet::new();
-    // Registered before the first accept, so a signal that arrives early stops cleanly too.
-    let mut stop = pin!(stop_signal()?);
+    let mut stop = pin!(stop);
     loop {
         let permit = tokio::select! {
             p = slots.clone().acquire_owned() => p.context("connection limit")?,
@@ -223,12 +332,12 @@ async fn run(
         warn!("{} download(s) cut short by the stop", conns.len());
         conns.abort_all();
     }
-    eprintln!("ibi serve: stopped");
     Ok(())
 }
 
-/// A future that resolves on SIGINT or SIGTERM; the handlers are installed at once.
-fn stop_signal() -> Result<impl std::future::Future<Output = Result<()>>> {
+/// A future that resolves on SIGINT or SIGTERM; the handlers are installed at once, before the
+/// first accept, so a signal that arrives early stops cleanly too. Called inside the runtime.
+fn stop_signal() -> Result<impl Future<Output = Result<()>>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).context("handling SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("handling SIGINT")?;
