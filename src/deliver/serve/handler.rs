@@ -233,6 +233,7 @@ mod tests {
             source: Source::File("/x".into()),
             token: Secret::new(token),
             file_name: file.into(),
+            sent: Arc::default(),
         }
     }
 
