@@ -37,6 +37,9 @@ pub enum Command {
     /// Follow a site's cluster with its own admin kubeconfig until it is ready (exit 0), or the
     /// timeout (exit 2)
     Watch(WatchOpts),
+    /// Deploy one phase to every site of an inventory: serve, boot through each BMC, hear back,
+    /// eject (a re-run skips what is done and resumes what is not)
+    Deploy(DeployOpts),
     /// Show the fleet: each host's phase, step and state from its reports to `ibi serve` and deploy's record
     Status(StatusOpts),
     /// Print a shell completion script to stdout
@@ -341,6 +344,67 @@ pub fn usage_hint(args: &[String]) -> Option<&'static str> {
 
 fn parse_secret(s: &str) -> Result<crate::util::secret::Secret, String> {
     Ok(crate::util::secret::Secret::new(s))
+}
+
+/// The phase `ibi deploy` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeployPhase {
+    /// Boot each host from the installation ISO, wait for its report, eject
+    Factory,
+    /// Boot each host from disk with its configuration ISO, watch the cluster, eject once ready
+    Site,
+}
+
+#[derive(Debug, Args)]
+pub struct DeployOpts {
+    /// The fleet's base directory (the shared inputs, rhcos-ibi.iso, sites/<site>/)
+    #[arg(long, default_value = ".", value_name = "BASE")]
+    pub dir: PathBuf,
+    /// The batch inventory (YAML or CSV) whose sites carry bmc:
+    #[arg(long, value_name = "INVENTORY")]
+    pub sites: PathBuf,
+    #[arg(long, value_enum)]
+    pub phase: DeployPhase,
+    /// Only this site (repeatable)
+    #[arg(long, value_name = "SITE")]
+    pub only: Vec<String>,
+    /// BMC jobs, and so image downloads, at once
+    #[arg(long, default_value_t = 4, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub parallel: u16,
+    /// Address and port to serve the ISOs (and hear reports) on
+    #[arg(long, default_value = "0.0.0.0:8443", value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
+    /// Base URL BMCs reach this server at (required when listening on every address)
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<reqwest::Url>,
+    /// TLS certificate chain (PEM) instead of the self-signed one kept in BASE/.ibi/
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        conflicts_with = "plain_http"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// The key of --tls-cert (PEM)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve plain HTTP (many BMCs cannot fetch virtual media over HTTPS)
+    #[arg(long)]
+    pub plain_http: bool,
+    /// Seconds one BMC job may take (power off, eject, insert with its download, power on)
+    #[arg(long, default_value_t = 900, value_name = "S")]
+    pub bmc_timeout: u64,
+    /// Factory: seconds from the boot to the host's final report (or its power off)
+    #[arg(long, default_value_t = 3600, value_name = "S")]
+    pub report_timeout: u64,
+    /// Site: seconds from the boot to the cluster ready (the operator's hour)
+    #[arg(long, default_value_t = 3600, value_name = "S")]
+    pub watch_timeout: u64,
+    /// Seconds between two looks at the reports, a host's power or a cluster
+    #[arg(long, default_value_t = 10, value_name = "S",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub poll: u64,
 }
 
 #[derive(Debug, Args)]

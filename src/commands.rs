@@ -7,6 +7,7 @@ mod completion;
 mod create_config_image;
 mod create_config_template;
 mod create_image;
+mod deploy;
 mod dispatch;
 mod inspect;
 mod serve;

@@ -5,6 +5,7 @@
 //! through its API until it is ready. Built on `redfish`, `kubeapi` and `live_iso`.
 
 pub mod boot;
+pub mod deploy;
 pub mod deploy_state;
 pub mod host_result;
 pub mod report_store;

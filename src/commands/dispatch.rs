@@ -27,6 +27,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Serve(o) => super::serve::run(&o),
         Command::Boot(o) => super::boot::run(&o),
         Command::Watch(o) => super::watch::run(&o),
+        Command::Deploy(o) => super::deploy::run(&o),
         Command::Status(o) => super::status::run(&o),
         Command::Completion(o) => super::completion::run(&o),
     }

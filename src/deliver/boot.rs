@@ -67,6 +67,8 @@ pub struct Report {
     pub image: String,
     pub boot: String,
     pub power: String,
+    /// The System's `UUID`, lower case, when the BMC shows one: the key its host's reports carry.
+    pub uuid: Option<String>,
 }
 
 pub fn run(req: &BootRequest) -> Result<Report> {
@@ -92,6 +94,7 @@ pub fn run(req: &BootRequest) -> Result<Report> {
     let mut report = Report {
         bmc: c.origin().to_string(),
         system: sys.path.clone(),
+        uuid: sys.data.uuid.as_ref().map(|u| u.to_ascii_lowercase()),
         ..Report::default()
     };
     match &req.job {

@@ -73,6 +73,9 @@ pub struct ComputerSystem {
     #[serde(default)]
     pub id: String,
     pub power_state: Option<String>,
+    /// The SMBIOS system UUID, which the host's OS sees as its DMI product UUID.
+    #[serde(rename = "UUID")]
+    pub uuid: Option<String>,
     pub boot: Option<Boot>,
     pub virtual_media: Option<Link>,
     #[serde(default)]

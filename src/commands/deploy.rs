@@ -1,0 +1,55 @@
+//! `deploy`: translate the options, deploy the phase to the fleet, print the summary table; exit 1
+//! when a site failed (each failure was already on stderr as it happened).
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use crate::cli::{DeployOpts, DeployPhase};
+use crate::deliver::deploy::{self, DeployOptions, Timeouts};
+use crate::deliver::deploy_state::Phase;
+use crate::deliver::serve::TlsChoice;
+
+pub fn run(o: &DeployOpts) -> Result<()> {
+    let opts = DeployOptions {
+        base: o.dir.clone(),
+        inventory: o.sites.clone(),
+        phase: match o.phase {
+            DeployPhase::Factory => Phase::Factory,
+            DeployPhase::Site => Phase::Site,
+        },
+        only: o.only.clone(),
+        parallel: usize::from(o.parallel),
+        listen: o.listen,
+        tls: match (&o.tls_cert, &o.tls_key, o.plain_http) {
+            (Some(cert), Some(key), _) => TlsChoice::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            (_, _, true) => TlsChoice::Plain,
+            _ => TlsChoice::SelfSigned,
+        },
+        public_url: o.public_url.clone(),
+        timeouts: Timeouts {
+            bmc: Duration::from_secs(o.bmc_timeout),
+            report: Duration::from_secs(o.report_timeout),
+            watch: Duration::from_secs(o.watch_timeout),
+            poll: Duration::from_secs(o.poll),
+        },
+    };
+    let outcomes = deploy::deploy(&opts)?;
+    let mut out = std::io::stdout().lock();
+    write!(out, "{}", deploy::table(&outcomes))
+        .and_then(|()| out.flush())
+        .context("writing to stdout")?;
+    let failed = outcomes.iter().filter(|o| o.failed()).count();
+    if failed > 0 {
+        bail!(
+            "{failed} of {} sites failed (see above; `ibi status --dir {}` shows the fleet)",
+            outcomes.len(),
+            o.dir.display()
+        );
+    }
+    Ok(())
+}

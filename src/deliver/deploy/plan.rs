@@ -1,0 +1,217 @@
+//! What a deploy works on, all read and checked before a BMC is touched: the inventory and the
+//! sites `--only` picks, each site's BMC (a site whose BMC cannot be used fails alone), and what the
+//! phase serves: the installation ISO for the factory, each site's configuration ISO for the site.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use reqwest::Url;
+
+use crate::config::{self, SiteEntry};
+use crate::config_image::batch;
+use crate::contract::config_iso::ISO_FILE_NAME;
+use crate::deliver::deploy_state::Phase;
+use crate::deliver::serve::TlsChoice;
+use crate::deliver::serve::catalog::{Alias, INSTALLATION_ISO};
+use crate::install_image::variant::RECIPE_FILE;
+use crate::redfish::{ClientOptions, Credentials, RetryPolicy, Trust};
+
+/// One BMC request's bound; the insert (during which BMCs may download the image) gets the
+/// whole BMC job's timeout.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone)]
+pub struct DeployOptions {
+    pub base: PathBuf,
+    pub inventory: PathBuf,
+    pub phase: Phase,
+    /// Only these sites (empty: every site of the inventory).
+    pub only: Vec<String>,
+    /// BMC jobs (and so downloads) at once.
+    pub parallel: usize,
+    pub listen: std::net::SocketAddr,
+    pub tls: TlsChoice,
+    pub public_url: Option<Url>,
+    pub timeouts: Timeouts,
+}
+
+#[derive(Debug, Clone)]
+pub struct Timeouts {
+    /// One BMC job: power off, eject, insert (with its download), boot override, power on.
+    pub bmc: Duration,
+    /// Factory: from the boot to the host's final report (or its power going off).
+    pub report: Duration,
+    /// Site: from the boot to the cluster ready.
+    pub watch: Duration,
+    /// Between two looks at the reports, the host's power or the cluster.
+    pub poll: Duration,
+}
+
+/// How to reach one site's BMC.
+#[derive(Debug, Clone)]
+pub struct Bmc {
+    pub url: Url,
+    pub system: Option<String>,
+    pub client: ClientOptions,
+}
+
+/// One site of the run.
+#[derive(Debug)]
+pub struct Target {
+    pub name: String,
+    /// `BASE/sites/<name>`.
+    pub dir: PathBuf,
+    /// The BMC's address as the inventory gives it (for the table and the record).
+    pub address: String,
+    /// Its BMC, or why it cannot be used (the site fails, the others go on).
+    pub bmc: Result<Bmc, String>,
+    /// The name the server serves this site's image under.
+    pub alias: Alias,
+}
+
+/// What the factory phase knows of the installation ISO's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostSignals {
+    /// `statusURL` is set: the host reports to the server.
+    pub reports: bool,
+    /// `shutdown: true`: the host powers off when it is done.
+    pub shutdown: bool,
+}
+
+/// The inventory's sites `--only` picks, in inventory order, with their BMCs.
+pub fn targets(o: &DeployOptions) -> Result<Vec<Target>> {
+    let inventory = config::load_inventory(&o.inventory)?;
+    let unknown: Vec<&str> = o
+        .only
+        .iter()
+        .filter(|n| !inventory.sites.iter().any(|s| &s.name == *n))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        bail!(
+            "--only {}: not a site of {}",
+            unknown.join(", "),
+            o.inventory.display()
+        );
+    }
+    Ok(inventory
+        .sites
+        .iter()
+        .filter(|s| o.only.is_empty() || o.only.contains(&s.name))
+        .map(|s| target(o, s))
+        .collect())
+}
+
+fn target(o: &DeployOptions, site: &SiteEntry) -> Target {
+    let of = match o.phase {
+        Phase::Factory => INSTALLATION_ISO.to_string(),
+        Phase::Site => format!("{}/{}/{ISO_FILE_NAME}", batch::SITES_DIR, site.name),
+    };
+    Target {
+        name: site.name.clone(),
+        dir: o.base.join(batch::SITES_DIR).join(&site.name),
+        address: site.bmc.as_ref().map_or("-".into(), |b| b.address.clone()),
+        bmc: bmc(&o.inventory, site).map_err(|e| format!("{e:#}")),
+        alias: Alias {
+            // The factory's ISO is one file for all hosts: each gets its own name, URL and count.
+            name: match o.phase {
+                Phase::Factory => format!("deploy/{}/{INSTALLATION_ISO}", site.name),
+                Phase::Site => of.clone(),
+            },
+            of,
+        },
+    }
+}
+
+fn bmc(inventory: &Path, site: &SiteEntry) -> Result<Bmc> {
+    let Some(entry) = &site.bmc else {
+        bail!(
+            "{}: site {} has no bmc: (address, user, passwordFile or passwordEnv, caFile or insecure)",
+            inventory.display(),
+            site.name
+        );
+    };
+    let url = Url::parse(&entry.address)
+        .with_context(|| format!("{}: {}", inventory.display(), site.field("bmc.address")))?;
+    let trust = match (site.bmc_ca(inventory)?, entry.insecure) {
+        (Some(pem), _) => Trust::Ca(pem),
+        (None, true) => Trust::Insecure,
+        (None, false) => Trust::System,
+    };
+    let credentials = match (&entry.user, site.bmc_password(inventory)?) {
+        (Some(user), Some(password)) => Some(Credentials {
+            user: user.clone(),
+            password,
+        }),
+        _ => None,
+    };
+    Ok(Bmc {
+        url,
+        system: entry.system.clone(),
+        client: ClientOptions {
+            trust,
+            credentials,
+            request_timeout: REQUEST_TIMEOUT,
+            retry: RetryPolicy::default(),
+        },
+    })
+}
+
+/// The factory serves BASE's installation ISO, which deploy does not build: it is one build for the
+/// whole fleet with its own inputs (the base ISO, the seed), made once on purpose. Its settings say
+/// how deploy hears that a host is done; with neither reports nor a shutdown it could not tell.
+pub fn factory_signals(base: &Path) -> Result<HostSignals> {
+    if !base.join(INSTALLATION_ISO).is_file() && !base.join(RECIPE_FILE).is_file() {
+        bail!(
+            "{} has no installation ISO ({INSTALLATION_ISO} or {RECIPE_FILE}): build it first with `ibi create image --dir {}` (add --patch-only to keep one base ISO on disk)",
+            base.display(),
+            base.display()
+        );
+    }
+    let inputs = config::load_installation_inputs(base)?;
+    let signals = HostSignals {
+        reports: !inputs.config.status_url.is_empty(),
+        shutdown: inputs.config.shutdown,
+    };
+    if !signals.reports && !signals.shutdown {
+        bail!(
+            "{}: neither statusURL nor shutdown: true: deploy cannot tell when a host is done; set statusURL (this server's address, e.g. https://192.0.2.10:8443) and rebuild with `ibi create image`",
+            base.join(config::IMAGE_BASED_INSTALLATION_CONFIG_FILE)
+                .display()
+        );
+    }
+    Ok(signals)
+}
+
+/// The site phase builds the configuration ISOs that are missing with the batch builder (which
+/// leaves unchanged sites alone); a site whose build fails fails alone.
+pub fn build_missing(o: &DeployOptions, targets: &[Target]) -> Result<Vec<(String, String)>> {
+    let missing = targets.iter().any(|t| !t.dir.join(ISO_FILE_NAME).is_file());
+    if !missing {
+        return Ok(Vec::new());
+    }
+    let results = batch::build(&o.base, &o.inventory, None)?;
+    Ok(results
+        .into_iter()
+        .filter_map(|r| {
+            r.outcome
+                .err()
+                .map(|e| (r.name, format!("building its configuration ISO: {e:#}")))
+        })
+        .collect())
+}
+
+/// The error of a site whose image is not there to serve.
+pub fn missing_image(t: &Target, base: &Path) -> Option<String> {
+    let path = base.join(&t.alias.of);
+    let present =
+        path.is_file() || (t.alias.of == INSTALLATION_ISO && base.join(RECIPE_FILE).is_file());
+    (!present).then(|| format!("{} is missing", path.display()))
+}
+
+/// The error text of a site, for the record and the table: never a secret (those travel in
+/// `Secret`s and are scrubbed from BMC answers before they become errors).
+pub fn describe(e: &anyhow::Error) -> String {
+    format!("{e:#}")
+}
