@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod emulator;
+pub mod host;
 pub mod standin;
 
 use std::io::{BufRead, BufReader};

@@ -36,7 +36,7 @@ impl ReportBook {
         }
     }
 
-    /// The latest word from host `uuid` received at or after `since` (Unix seconds).
+    /// The latest word from host `uuid` received after `since` (Unix seconds).
     pub fn heard(&self, uuid: &str, since: u64) -> Result<Heard> {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         // The store is append-only: a new length means new reports.
@@ -53,7 +53,8 @@ impl ReportBook {
 pub fn judge(reports: &[StoredReport], uuid: &str, since: u64) -> Heard {
     let mine: Vec<&StoredReport> = reports
         .iter()
-        .filter(|r| r.received >= since)
+        // Strictly after: the boot began in that second, and no host reports within it.
+        .filter(|r| r.received > since)
         .filter(|r| {
             r.report
                 .host
@@ -124,6 +125,7 @@ mod tests {
             stored("aa", 20, "write-rhcos", RunState::Running, false),
         ];
         assert_eq!(judge(&r, "AA", 10), Heard::Running("write-rhcos".into()));
+        assert_eq!(judge(&r, "aa", 20), Heard::Nothing, "the boot's own second");
         assert_eq!(judge(&r, "aa", 30), Heard::Nothing);
         assert_eq!(
             judge(&r, "aa", 0),

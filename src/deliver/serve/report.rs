@@ -19,6 +19,7 @@ use hyper::header::{self, HeaderMap};
 use hyper::{Method, Request, StatusCode};
 use tracing::warn;
 
+use super::access_log::AccessLog;
 use super::body::utc_timestamp;
 use crate::contract::host_report::{HostReport, MAX_REPORT_BYTES, REPORT_ENDPOINT};
 use crate::deliver::report_store::{ReportStore, StoredReport};
@@ -37,6 +38,8 @@ pub fn path() -> String {
 /// What the endpoint shares between connections.
 pub struct Reports {
     dir: PathBuf,
+    /// Where an accepted report's line goes: the server's record, beside the access log.
+    log: Arc<AccessLog>,
     /// Opened at the first accepted report, so a server nobody reports to writes nothing.
     store: Mutex<Option<ReportStore>>,
 }
@@ -58,9 +61,10 @@ impl Outcome {
 }
 
 impl Reports {
-    pub fn new(dir: PathBuf) -> Reports {
+    pub fn new(dir: PathBuf, log: Arc<AccessLog>) -> Reports {
         Reports {
             dir,
+            log,
             store: Mutex::new(None),
         }
     }
@@ -114,7 +118,8 @@ impl Reports {
         let appended = tokio::task::spawn_blocking(move || me.append(&stored)).await;
         match appended {
             Ok(Ok(())) => {
-                eprintln!("{} {line}", utc_timestamp(SystemTime::now()));
+                self.log
+                    .line(&format!("{} {line}", utc_timestamp(SystemTime::now())));
                 Outcome {
                     status: StatusCode::NO_CONTENT,
                     refusal: None,

@@ -207,12 +207,13 @@ pub fn prepare(opts: &ServeOptions) -> Result<Prepared> {
             AccessLog::append_to(&sel.access_log)?,
         ),
     };
+    let log = Arc::new(log);
     let state = Arc::new(State {
         images,
         cache,
         served,
-        reports: Arc::new(Reports::new(opts.dir.clone())),
-        log: Arc::new(log),
+        reports: Arc::new(Reports::new(opts.dir.clone(), log.clone())),
+        log,
     });
     Ok(Prepared {
         listener,

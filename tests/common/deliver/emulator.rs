@@ -100,10 +100,17 @@ pub struct Emulator {
     pub cert: PathBuf,
     pub password_file: PathBuf,
     pub dir: tempfile::TempDir,
+    /// Its one system's UUID.
+    pub uuid: String,
 }
 
 impl Emulator {
     pub fn start(bin: &Path) -> Emulator {
+        Emulator::start_with_uuid(bin, SYSTEM_UUID)
+    }
+
+    /// An emulator whose one fake system has `uuid`: a fleet test needs hosts told apart by it.
+    pub fn start_with_uuid(bin: &Path, uuid: &str) -> Emulator {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         for sub in ["state", "tmp"] {
@@ -118,7 +125,9 @@ impl Emulator {
         std::fs::write(
             d.join("emulator.conf"),
             format!(
-                "SUSHY_EMULATOR_AUTH_FILE = '{}'\nSUSHY_EMULATOR_STATE_DIR = '{}'\nSUSHY_EMULATOR_FAKE_DRIVER = True\n",
+                "SUSHY_EMULATOR_AUTH_FILE = '{}'\nSUSHY_EMULATOR_STATE_DIR = '{}'\nSUSHY_EMULATOR_FAKE_DRIVER = True\n\
+                 SUSHY_EMULATOR_FAKE_SYSTEMS = [{{'uuid': '{uuid}', 'name': 'fake', 'power_state': 'Off', \
+                 'nics': [{{'mac': '00:5c:52:31:3a:9c', 'ip': '172.22.0.100'}}]}}]\n",
                 d.join("htpasswd").display(),
                 d.join("state").display()
             ),
@@ -146,6 +155,7 @@ impl Emulator {
             cert: d.join("cert.pem"),
             password_file: d.join("password"),
             dir,
+            uuid: uuid.to_string(),
         };
         emu.wait_ready();
         emu
@@ -189,13 +199,14 @@ impl Emulator {
     }
 
     pub fn system(&self) -> serde_json::Value {
-        self.get(&format!("/redfish/v1/Systems/{SYSTEM_UUID}"))
+        self.get(&format!("/redfish/v1/Systems/{}", self.uuid))
             .expect("reading the system")
     }
 
     pub fn cd(&self) -> serde_json::Value {
         self.get(&format!(
-            "/redfish/v1/Systems/{SYSTEM_UUID}/VirtualMedia/Cd"
+            "/redfish/v1/Systems/{}/VirtualMedia/Cd",
+            self.uuid
         ))
         .expect("reading the CD")
     }
