@@ -10,7 +10,6 @@ mod flow;
 mod permits;
 mod plan;
 mod record;
-mod reports;
 mod run;
 mod summary;
 

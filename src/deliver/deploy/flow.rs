@@ -12,8 +12,9 @@ use anyhow::{Context, Result, bail};
 use super::permits::Permits;
 use super::plan::{Bmc, DeployOptions, HostSignals, Target};
 use super::record::{Record, STEP_EJECT, STEP_WAIT_REPORT, STEP_WATCH};
-use super::reports::{Heard, ReportBook};
+use crate::contract::agent_status::RunState;
 use crate::deliver::boot::{self, BootFrom, BootRequest, Job};
+use crate::deliver::host_result::latest_host_report;
 use crate::deliver::serve::Running;
 use crate::deliver::watch::{WatchRequest, watch};
 use crate::redfish::Client;
@@ -25,7 +26,6 @@ pub struct Ctx<'a> {
     pub opts: &'a DeployOptions,
     pub permits: Permits,
     pub server: &'a Running,
-    pub reports: ReportBook,
     /// The factory's ways of hearing that a host is done.
     pub signals: HostSignals,
 }
@@ -131,10 +131,17 @@ fn wait_host(ctx: &Ctx, bmc: &Bmc, rec: &mut Record, tally: &mut Tally) -> Resul
     let deadline = Instant::now() + timeout;
     loop {
         if let (true, Some(u)) = (signals.reports, &uuid) {
-            match ctx.reports.heard(u, since)? {
-                Heard::Done => return Ok(()),
-                Heard::Failed(e) => bail!("the host reported a failure: {e}"),
-                Heard::Running(_) | Heard::Nothing => {}
+            // Strictly after the boot's first second: no host reports within it, and a report from
+            // an earlier boot (a failure before a re-run) may have arrived in that same second.
+            let end =
+                latest_host_report(&ctx.opts.base, u, since + 1)?.filter(|r| r.report.finished);
+            if let Some(r) = end {
+                let s = &r.report.status;
+                match (s.state, &s.error) {
+                    (RunState::Done, _) => return Ok(()),
+                    (_, Some(e)) => bail!("the host reported a failure: {e}"),
+                    (_, None) => bail!("the host reported a failure at step {}", s.step),
+                }
             }
         }
         if let (true, Some(path)) = (signals.shutdown, &system_path)

@@ -11,7 +11,6 @@ use super::flow::{self, Ctx};
 use super::permits::Permits;
 use super::plan::{self, DeployOptions, HostSignals, Target};
 use super::record::Record;
-use super::reports::ReportBook;
 use crate::contract::agent_status::RunState;
 use crate::deliver::deploy_state::Phase;
 use crate::deliver::serve::{self, Running, Selection, ServeOptions};
@@ -78,7 +77,6 @@ pub fn deploy(o: &DeployOptions) -> Result<Vec<SiteOutcome>> {
                 opts: o,
                 permits: Permits::new(o.parallel),
                 server,
-                reports: ReportBook::new(&o.base),
                 signals,
             };
             run_all(&ctx, &targets, &build_failures, &bar)
