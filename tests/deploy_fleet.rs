@@ -212,13 +212,16 @@ fn report_done_agent(f: &Fleet, i: usize) {
     report_done_lca(f, i);
 }
 
+/// What a host does once booted: report through the lca units or the agent's reporter.
+type Play = fn(&Fleet, usize);
+
 /// Plays the hosts of `plays` (site index, what it does) once each when its site waits for its
 /// report, until `until` holds; panics if deploy exits first or the wait is over.
 fn play_until(
     f: &Fleet,
     deploy: &mut Child,
     run: &str,
-    plays: &[(usize, fn(&Fleet, usize))],
+    plays: &[(usize, Play)],
     until: impl Fn(&Fleet) -> bool,
 ) {
     let mut played = vec![false; plays.len()];
