@@ -12,198 +12,38 @@
 mod common;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::kubeapi::{self, Cluster, StandIn, Tls};
+use common::kubeapi::{self, BuiltSite, FRESH, MARKER_CREATED, SEED_TIME, StandIn, Tls};
 use common::*;
-use ibi::iso9660::IsoReader;
 use serde_json::Value;
 
-/// When post-pivot created the marker, on the cluster's clock (server data, not this machine's).
-const MARKER_CREATED: &str = "2026-03-02T10:00:00Z";
-/// A change of the reconfigured cluster, after the marker.
-const FRESH: &str = "2026-03-02T10:05:00Z";
-/// The seed's own: long before the marker less an hour.
-const SEED_TIME: &str = "2025-12-01T00:00:00Z";
 /// The bound of every wait in these tests (never asserted on: a stuck run fails instead of hanging).
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// A site built by `ibi create config-image` and what the stand-in needs from it.
+/// A site built by `ibi create config-image` from the bundled example, in a directory of its own.
 struct Site {
-    dir: tempfile::TempDir,
-    built_at: String,
-    cluster_id: String,
-    api_name: String,
-    /// manifest.json, as the ISO carries it to the host.
-    manifest: Value,
-    identity: Value,
+    _dir: tempfile::TempDir,
+    built: BuiltSite,
+}
+
+impl std::ops::Deref for Site {
+    type Target = BuiltSite;
+
+    fn deref(&self) -> &BuiltSite {
+        &self.built
+    }
 }
 
 impl Site {
     fn build() -> Site {
         let dir = copy_example();
         assert_ok(&config_image(dir.path(), &[]));
-        let mut iso =
-            IsoReader::open(fs::File::open(dir.path().join("imagebasedconfig.iso")).unwrap())
-                .unwrap();
-        let marker: Value = serde_yaml_ng::from_slice(
-            &iso.read_file("extra-manifests/ibi-reconfiguration.yaml")
-                .unwrap(),
-        )
-        .unwrap();
-        let manifest: Value = serde_json::from_slice(
-            &iso.read_file("cluster-configuration/manifest.json")
-                .unwrap(),
-        )
-        .unwrap();
-        let kubeconfig = fs::read_to_string(dir.path().join("auth/kubeconfig")).unwrap();
-        let server = kubeconfig
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("server: "))
-            .unwrap()
-            .to_string();
-        let api_name = server
-            .trim_start_matches("https://")
-            .split(':')
-            .next()
-            .unwrap()
-            .to_string();
-        let identity: Value =
-            serde_json::from_slice(&fs::read(dir.path().join(".ibi/identity.json")).unwrap())
-                .unwrap();
         Site {
-            built_at: marker["data"]["builtAt"].as_str().unwrap().to_string(),
-            cluster_id: manifest["cluster_id"].as_str().unwrap().to_string(),
-            api_name,
-            manifest,
-            identity,
-            dir,
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn kubeconfig(&self) -> PathBuf {
-        self.path().join("auth/kubeconfig")
-    }
-
-    /// A key pair of `.ibi/identity.json` (the leak check's secret).
-    fn identity_pair(&self, name: &str) -> (Vec<u8>, Vec<u8>) {
-        let s = &self.identity["crypto"][name];
-        (
-            s["cert_pem"].as_str().unwrap().as_bytes().to_vec(),
-            s["key_pem"].as_str().unwrap().as_bytes().to_vec(),
-        )
-    }
-
-    /// What manifest.json gives the cluster's kube-apiserver: `KubeAPICrypto`.
-    fn api_crypto(&self) -> &Value {
-        &self.manifest["KubeconfigCryptoRetention"]["KubeAPICrypto"]
-    }
-
-    /// The load-balancer signer as the reconfigured cluster holds it: manifest.json's key, and the
-    /// certificate of the kubeconfig's CA bundle that belongs to that key.
-    fn lb_signer(&self) -> (Vec<u8>, Vec<u8>) {
-        let key_pem =
-            self.api_crypto()["ServingCrypto"]["loadbalancer_external_signer_private_key"]
-                .as_str()
-                .unwrap();
-        let key = openssl::pkey::PKey::private_key_from_pem(key_pem.as_bytes()).unwrap();
-        let kubeconfig = fs::read_to_string(self.kubeconfig()).unwrap();
-        let ca_b64 = kubeconfig
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
-            .unwrap();
-        let bundle = openssl::base64::decode_block(ca_b64).unwrap();
-        let cert = openssl::x509::X509::stack_from_pem(&bundle)
-            .unwrap()
-            .into_iter()
-            .find(|c| c.public_key().unwrap().public_eq(&key))
-            .expect("the kubeconfig's CA bundle holds the load-balancer signer");
-        (cert.to_pem().unwrap(), key_pem.as_bytes().to_vec())
-    }
-
-    /// The CA kube-apiserver checks client certificates against: manifest.json's
-    /// `admin_ca_certificate`.
-    fn admin_ca(&self) -> Vec<u8> {
-        self.api_crypto()["ClientAuthCrypto"]["admin_ca_certificate"]
-            .as_str()
-            .unwrap()
-            .as_bytes()
-            .to_vec()
-    }
-
-    /// The stand-in's TLS as the reconfigured cluster's: served under the load-balancer signer,
-    /// client certificates checked against the admin CA.
-    fn cluster_tls(&self) -> Tls {
-        let (lb_cert, lb_key) = self.lb_signer();
-        let (cert_pem, key_pem) = kubeapi::serving_cert(&lb_cert, &lb_key, &self.api_name);
-        Tls {
-            cert_pem,
-            key_pem,
-            client_ca_pem: self.admin_ca(),
-        }
-    }
-
-    /// Points the kubeconfig's `server:` at `url`; nothing else in it changes.
-    fn point_at(&self, url: &str) {
-        let text = fs::read_to_string(self.kubeconfig()).unwrap();
-        let text: Vec<String> = text
-            .lines()
-            .map(|l| match l.find("server: ") {
-                Some(i) => format!("{}server: {url}", &l[..i]),
-                None => l.to_string(),
-            })
-            .collect();
-        fs::write(self.kubeconfig(), text.join("\n") + "\n").unwrap();
-    }
-
-    /// Points the kubeconfig at a port nothing listens on (bound, then closed); returns the port.
-    fn point_at_silence(&self) -> u16 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        self.point_at(&format!("https://127.0.0.1:{port}"));
-        port
-    }
-
-    /// The reconfigured cluster, all ready and fresh.
-    fn ready(&self) -> Cluster {
-        Cluster {
-            readyz_ok: true,
-            marker: Some(kubeapi::marker(&self.built_at, MARKER_CREATED)),
-            cluster_version: Some(kubeapi::cluster_version(
-                &self.cluster_id,
-                &[
-                    ("Available", "True", FRESH),
-                    ("Failing", "False", FRESH),
-                    ("Progressing", "False", FRESH),
-                ],
-            )),
-            nodes: vec![kubeapi::node("sno-a17", "True", FRESH)],
-        }
-    }
-
-    /// The host just booted into the seed's cluster: the API answers, not ready, nothing of this
-    /// site's configuration there yet, and the seed's own status saying Available and Ready.
-    fn seed_state(&self) -> Cluster {
-        Cluster {
-            readyz_ok: false,
-            marker: None,
-            cluster_version: Some(kubeapi::cluster_version(
-                "seed-cluster-id",
-                &[
-                    ("Available", "True", SEED_TIME),
-                    ("Progressing", "False", SEED_TIME),
-                ],
-            )),
-            nodes: vec![kubeapi::node("seed", "True", SEED_TIME)],
+            built: BuiltSite::read(dir.path()),
+            _dir: dir,
         }
     }
 

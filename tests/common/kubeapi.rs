@@ -10,13 +10,16 @@
 //! paths were asked ([`StandIn::count`]). One thread per connection, `Connection: close`; stopped and
 //! joined on drop.
 
+use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use ibi::iso9660::IsoReader;
 use openssl::asn1::Asn1Time;
 use openssl::bn::{BigNum, MsbOption};
 use openssl::hash::MessageDigest;
@@ -29,6 +32,12 @@ use openssl::x509::extension::{
 use openssl::x509::{X509, X509NameBuilder};
 use serde_json::{Value, json};
 
+/// When post-pivot created the marker, on the cluster's clock (server data, not this machine's).
+pub const MARKER_CREATED: &str = "2026-03-02T10:00:00Z";
+/// A change of the reconfigured cluster, after the marker.
+pub const FRESH: &str = "2026-03-02T10:05:00Z";
+/// The seed's own: long before the marker less an hour.
+pub const SEED_TIME: &str = "2025-12-01T00:00:00Z";
 /// The longest a connection may sit idle, and the longest a watch is held open.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -487,4 +496,189 @@ pub fn serving_cert(ca_cert: &[u8], ca_key: &[u8], dns: &str) -> (Vec<u8>, Vec<u
         b.build().to_pem().expect("pem"),
         key.private_key_to_pem_pkcs8().expect("key pem"),
     )
+}
+
+/// A site directory as `ibi create config-image` left it (alone or as a batch's `sites/<site>/`), and
+/// what a stand-in for its cluster's API needs from it.
+pub struct BuiltSite {
+    pub dir: PathBuf,
+    /// The marker ConfigMap's `builtAt`, from the ISO's extra manifests.
+    pub built_at: String,
+    pub cluster_id: String,
+    /// The host of the kubeconfig's `server:`.
+    pub api_name: String,
+    /// manifest.json, as the ISO carries it to the host.
+    pub manifest: Value,
+    pub identity: Value,
+}
+
+impl BuiltSite {
+    pub fn read(dir: &Path) -> BuiltSite {
+        let mut iso =
+            IsoReader::open(fs::File::open(dir.join("imagebasedconfig.iso")).unwrap()).unwrap();
+        let marker: Value = serde_yaml_ng::from_slice(
+            &iso.read_file("extra-manifests/ibi-reconfiguration.yaml")
+                .unwrap(),
+        )
+        .unwrap();
+        let manifest: Value = serde_json::from_slice(
+            &iso.read_file("cluster-configuration/manifest.json")
+                .unwrap(),
+        )
+        .unwrap();
+        let kubeconfig = fs::read_to_string(dir.join("auth/kubeconfig")).unwrap();
+        let server = kubeconfig
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("server: "))
+            .unwrap()
+            .to_string();
+        let api_name = server
+            .trim_start_matches("https://")
+            .split(':')
+            .next()
+            .unwrap()
+            .to_string();
+        let identity: Value =
+            serde_json::from_slice(&fs::read(dir.join(".ibi/identity.json")).unwrap()).unwrap();
+        BuiltSite {
+            dir: dir.to_path_buf(),
+            built_at: marker["data"]["builtAt"].as_str().unwrap().to_string(),
+            cluster_id: manifest["cluster_id"].as_str().unwrap().to_string(),
+            api_name,
+            manifest,
+            identity,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.path().join("auth/kubeconfig")
+    }
+
+    /// A key pair of `.ibi/identity.json` (the leak check's secret).
+    pub fn identity_pair(&self, name: &str) -> (Vec<u8>, Vec<u8>) {
+        let s = &self.identity["crypto"][name];
+        (
+            s["cert_pem"].as_str().unwrap().as_bytes().to_vec(),
+            s["key_pem"].as_str().unwrap().as_bytes().to_vec(),
+        )
+    }
+
+    /// What manifest.json gives the cluster's kube-apiserver: `KubeAPICrypto`.
+    pub fn api_crypto(&self) -> &Value {
+        &self.manifest["KubeconfigCryptoRetention"]["KubeAPICrypto"]
+    }
+
+    /// The load-balancer signer as the reconfigured cluster holds it: manifest.json's key, and the
+    /// certificate of the kubeconfig's CA bundle that belongs to that key.
+    pub fn lb_signer(&self) -> (Vec<u8>, Vec<u8>) {
+        let key_pem =
+            self.api_crypto()["ServingCrypto"]["loadbalancer_external_signer_private_key"]
+                .as_str()
+                .unwrap();
+        let key = openssl::pkey::PKey::private_key_from_pem(key_pem.as_bytes()).unwrap();
+        let kubeconfig = fs::read_to_string(self.kubeconfig()).unwrap();
+        let ca_b64 = kubeconfig
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
+            .unwrap();
+        let bundle = openssl::base64::decode_block(ca_b64).unwrap();
+        let cert = openssl::x509::X509::stack_from_pem(&bundle)
+            .unwrap()
+            .into_iter()
+            .find(|c| c.public_key().unwrap().public_eq(&key))
+            .expect("the kubeconfig's CA bundle holds the load-balancer signer");
+        (cert.to_pem().unwrap(), key_pem.as_bytes().to_vec())
+    }
+
+    /// The CA kube-apiserver checks client certificates against: manifest.json's
+    /// `admin_ca_certificate`.
+    pub fn admin_ca(&self) -> Vec<u8> {
+        self.api_crypto()["ClientAuthCrypto"]["admin_ca_certificate"]
+            .as_str()
+            .unwrap()
+            .as_bytes()
+            .to_vec()
+    }
+
+    /// The stand-in's TLS as the reconfigured cluster's: served under the load-balancer signer,
+    /// client certificates checked against the admin CA.
+    pub fn cluster_tls(&self) -> Tls {
+        let (lb_cert, lb_key) = self.lb_signer();
+        let (cert_pem, key_pem) = serving_cert(&lb_cert, &lb_key, &self.api_name);
+        Tls {
+            cert_pem,
+            key_pem,
+            client_ca_pem: self.admin_ca(),
+        }
+    }
+
+    /// Points the kubeconfig's `server:` at `url`; nothing else in it changes.
+    pub fn point_at(&self, url: &str) {
+        let text = fs::read_to_string(self.kubeconfig()).unwrap();
+        let text: Vec<String> = text
+            .lines()
+            .map(|l| match l.find("server: ") {
+                Some(i) => format!("{}server: {url}", &l[..i]),
+                None => l.to_string(),
+            })
+            .collect();
+        fs::write(self.kubeconfig(), text.join("\n") + "\n").unwrap();
+    }
+
+    /// Points the kubeconfig at a port nothing listens on (bound, then closed); returns the port.
+    pub fn point_at_silence(&self) -> u16 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        self.point_at(&format!("https://127.0.0.1:{port}"));
+        port
+    }
+
+    /// The reconfigured cluster, all ready and fresh.
+    pub fn ready(&self) -> Cluster {
+        Cluster {
+            readyz_ok: true,
+            marker: Some(marker(&self.built_at, MARKER_CREATED)),
+            cluster_version: Some(cluster_version(
+                &self.cluster_id,
+                &[
+                    ("Available", "True", FRESH),
+                    ("Failing", "False", FRESH),
+                    ("Progressing", "False", FRESH),
+                ],
+            )),
+            nodes: vec![node(&self.node_name(), "True", FRESH)],
+        }
+    }
+
+    /// The host just booted into the seed's cluster: the API answers, not ready, nothing of this
+    /// site's configuration there yet, and the seed's own status saying Available and Ready.
+    pub fn seed_state(&self) -> Cluster {
+        Cluster {
+            readyz_ok: false,
+            marker: None,
+            cluster_version: Some(cluster_version(
+                "seed-cluster-id",
+                &[
+                    ("Available", "True", SEED_TIME),
+                    ("Progressing", "False", SEED_TIME),
+                ],
+            )),
+            nodes: vec![node("seed", "True", SEED_TIME)],
+        }
+    }
+
+    /// The node's name: the host name manifest.json gives the cluster.
+    pub fn node_name(&self) -> String {
+        self.manifest["hostname"]
+            .as_str()
+            .unwrap_or("sno")
+            .to_string()
+    }
 }
