@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use common::deliver::emulator::{Emulator, USER, free_port, sushy_emulator};
 use common::deliver::host::{Host, ignition_file, iso_ignition, ok, test_tls};
 use common::deliver::{example_install, ibi_env, sha256_file, stop_child, synthetic_base};
+use common::kubeapi::{BuiltSite, StandIn};
 use serde_json::Value;
 
 const TEST: &str = "deploy_fleet";
@@ -448,4 +449,188 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
     );
     eprintln!("ibi status:\n{st}");
     assert!(st.lines().count() > 4, "{st}");
+}
+
+/// A copy of the example fleet's shared inputs, and an inventory of its first two sites, each with
+/// the BMC of one emulator.
+fn site_fleet(emulators: &[Emulator]) -> (tempfile::TempDir, Vec<String>) {
+    let base = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("seed-fixtures/example-fleet");
+    for f in ["install-config.yaml", "image-based-config.yaml"] {
+        std::fs::copy(src.join(f), base.path().join(f)).unwrap();
+    }
+    common::copy_tree(
+        &src.join("extra-manifests"),
+        &base.path().join("extra-manifests"),
+    );
+    let inv: serde_yaml_ng::Value =
+        serde_yaml_ng::from_slice(&std::fs::read(src.join("sites.yaml")).unwrap()).unwrap();
+    let mut sites: Vec<serde_yaml_ng::Value> =
+        inv["sites"].as_sequence().unwrap()[..emulators.len()].to_vec();
+    for (site, emu) in sites.iter_mut().zip(emulators) {
+        let bmc = format!(
+            "address: {}\nuser: {USER}\npasswordFile: {}\ncaFile: {}\n",
+            emu.url,
+            emu.password_file.display(),
+            emu.cert.display()
+        );
+        site.as_mapping_mut().unwrap().insert(
+            "bmc".into(),
+            serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&bmc).unwrap(),
+        );
+    }
+    let names = sites
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    let mut doc = serde_yaml_ng::Mapping::new();
+    doc.insert("sites".into(), serde_yaml_ng::Value::Sequence(sites));
+    std::fs::write(
+        base.path().join("sites.yaml"),
+        serde_yaml_ng::to_string(&doc).unwrap(),
+    )
+    .unwrap();
+    (base, names)
+}
+
+/// `ibi deploy --phase site` for two sites of the example fleet, against two emulators and two
+/// stand-ins for the sites' kube-apiservers (tests/common/kubeapi.rs: served under each site's
+/// load-balancer signer, client certificates checked against its admin CA), each site's kubeconfig
+/// pointed at its stand-in as DNS would point `api.<cluster>.<domain>` at the host. Deploy attaches
+/// each site's own configuration ISO and boots the disk; the first cluster turns ready once deploy
+/// watches it and is ejected; the second stays in the seed's state and fails at its watch timeout,
+/// its media left attached.
+#[test]
+fn a_site_deploy_watches_each_cluster_and_ejects_once_ready() {
+    let Some(bin) = sushy_emulator(TEST) else {
+        return;
+    };
+    let emulators: Vec<Emulator> = UUIDS[..2]
+        .iter()
+        .map(|u| Emulator::start_with_uuid(&bin, u))
+        .collect();
+    let (base, names) = site_fleet(&emulators);
+    let b = base.path();
+    let inventory = b.join("sites.yaml");
+    ok(
+        &ibi_env(
+            &[
+                "create",
+                "config-image",
+                "--dir",
+                b.to_str().unwrap(),
+                "--sites",
+                inventory.to_str().unwrap(),
+            ],
+            &[],
+        ),
+        "ibi create config-image --sites",
+    );
+    let sites: Vec<BuiltSite> = names
+        .iter()
+        .map(|n| BuiltSite::read(&b.join("sites").join(n)))
+        .collect();
+    let apis: Vec<StandIn> = sites
+        .iter()
+        .map(|s| {
+            let api = StandIn::start(&s.cluster_tls(), s.seed_state());
+            s.point_at(&api.url());
+            api
+        })
+        .collect();
+
+    let work = tempfile::tempdir().unwrap();
+    let tls = test_tls(work.path());
+    let port = free_port();
+    let out = |s: &str| std::fs::File::create(work.path().join(s)).unwrap();
+    let mut deploy = Command::new(env!("CARGO_BIN_EXE_ibi"))
+        .args(["deploy", "--dir"])
+        .arg(b)
+        .arg("--sites")
+        .arg(&inventory)
+        .args(["--phase", "site", "--parallel", "2", "--poll", "1"])
+        .args(["--watch-timeout", "20", "--bmc-timeout", "120"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .arg("--tls-cert")
+        .arg(&tls.1)
+        .arg("--tls-key")
+        .arg(&tls.2)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::from(out("stdout")))
+        .stderr(Stdio::from(out("stderr")))
+        .spawn()
+        .unwrap();
+    let record = |site: &str| -> Option<Value> {
+        serde_json::from_slice(&std::fs::read(b.join(format!(".ibi/deploy/{site}.json"))).ok()?)
+            .ok()
+    };
+    let step = |site: &str| {
+        record(site).and_then(|r| r["phases"]["site"]["step"].as_str().map(String::from))
+    };
+    // The first cluster turns ready part-way: once deploy watches it.
+    let deadline = Instant::now() + PHASE_WAIT;
+    while step(&names[0]).as_deref() != Some("watch") {
+        assert!(Instant::now() < deadline, "site {} never watched", names[0]);
+        assert!(deploy.try_wait().unwrap().is_none(), "deploy ended early");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    apis[0].set(|c| *c = sites[0].ready());
+    let status = wait_exit(&mut deploy);
+    let read = |s: &str| std::fs::read_to_string(work.path().join(s)).unwrap();
+    let (stdout, stderr) = (read("stdout"), read("stderr"));
+    eprintln!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(status.code(), Some(1), "one site failed: exit 1");
+
+    let row = |site: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{site} ")))
+            .unwrap_or_else(|| panic!("no row for {site}:\n{stdout}"))
+            .to_string()
+    };
+    for (n, result) in [(&names[0], "done"), (&names[1], "failed")] {
+        let r = row(n);
+        let cells: Vec<&str> = r.split_whitespace().collect();
+        assert_eq!(cells[2..4], ["site", result], "{stdout}");
+    }
+    assert!(
+        stderr.contains(&format!("error: site {}: not ready after", names[1])),
+        "{stderr}"
+    );
+    // Each BMC fetched its site's own configuration ISO from deploy's server; the ready site's was
+    // ejected, the other's stays attached (post-pivot polls for it with no time limit).
+    let access = std::fs::read_to_string(b.join(".ibi/deploy-access.log")).unwrap();
+    for (i, n) in names.iter().enumerate() {
+        let iso = b.join("sites").join(n).join("imagebasedconfig.iso");
+        let size = std::fs::metadata(&iso).unwrap().len();
+        let line = format!("GET sites/{n}/imagebasedconfig.iso 200 range=- bytes={size} ");
+        assert!(access.contains(&line), "{line} not in:\n{access}");
+        let rec = record(n).unwrap();
+        assert_eq!(rec["phases"]["site"]["bytesServed"].as_u64(), Some(size));
+        assert_eq!(rec["bmc"]["uuid"], UUIDS[i]);
+        let target = &emulators[i].system()["Boot"]["BootSourceOverrideTarget"];
+        assert_ne!(target, "Cd", "site {n} must boot its disk");
+        assert!(
+            apis[i].count("/readyz") > 0,
+            "site {n}'s cluster was not watched"
+        );
+    }
+    assert_eq!(emulators[0].cd()["Inserted"], false);
+    let cd = emulators[1].cd();
+    assert_eq!(
+        (&cd["Inserted"], &cd["ImageName"]),
+        (&Value::Bool(true), &Value::from("imagebasedconfig.iso"))
+    );
+    let got = emulators[1]
+        .downloaded("imagebasedconfig.iso")
+        .expect("downloaded");
+    assert_eq!(
+        sha256_file(&got),
+        sha256_file(&b.join("sites").join(&names[1]).join("imagebasedconfig.iso"))
+    );
+    let st = ok(
+        &ibi_env(&["status", "--dir", b.to_str().unwrap()], &[]),
+        "ibi status",
+    );
+    eprintln!("ibi status:\n{st}");
 }
