@@ -634,3 +634,40 @@ fn a_site_deploy_watches_each_cluster_and_ejects_once_ready() {
     );
     eprintln!("ibi status:\n{st}");
 }
+
+/// Refused before any BMC is touched or anything is written: a factory without its installation
+/// ISO (deploy does not build it: the error names the command that does), and `--only` naming no
+/// site of the inventory.
+#[test]
+fn a_factory_without_its_installation_iso_says_what_to_build() {
+    let base = tempfile::tempdir().unwrap();
+    let b = base.path().to_str().unwrap();
+    example_install(base.path());
+    let inv = base.path().join("sites.yaml");
+    std::fs::write(
+        &inv,
+        "sites:\n  - name: a\n    hostname: sno-a\n    bmc:\n      address: https://127.0.0.1:9\n      insecure: true\n",
+    )
+    .unwrap();
+    let deploy = |extra: &[&str]| {
+        let mut args = vec!["deploy", "--dir", b, "--sites", inv.to_str().unwrap()];
+        args.extend_from_slice(&["--phase", "factory", "--listen", "127.0.0.1:0"]);
+        args.extend_from_slice(extra);
+        let out = ibi_env(&args, &[]);
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = deploy(&[]);
+    assert_eq!(
+        err,
+        format!(
+            "error: {b} has no installation ISO (rhcos-ibi.iso or .ibi/rhcos-ibi.patch.json): build it first with `ibi create image --dir {b}` (add --patch-only to keep one base ISO on disk)\n"
+        )
+    );
+    let err = deploy(&["--only", "zz", "--only", "a"]);
+    assert_eq!(
+        err,
+        format!("error: --only zz: not a site of {}\n", inv.display())
+    );
+    assert!(!base.path().join(".ibi").exists(), "nothing written");
+}
