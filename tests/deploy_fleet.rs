@@ -671,3 +671,100 @@ fn a_factory_without_its_installation_iso_says_what_to_build() {
     );
     assert!(!base.path().join(".ibi").exists(), "nothing written");
 }
+
+/// `shutdown: true` without `statusURL`: the host says it is done only by powering off. The test
+/// powers the emulated system off (ForceOff) once deploy waits, as lca-cli does at the end of an
+/// install; deploy sees `PowerState` `Off`, ejects and records the site done.
+#[test]
+fn a_factory_host_that_powers_off_is_done_without_a_report() {
+    let Some(bin) = sushy_emulator(TEST) else {
+        return;
+    };
+    let emu = Emulator::start_with_uuid(&bin, UUIDS[0]);
+    let base = tempfile::tempdir().unwrap();
+    let b = base.path();
+    example_install(b);
+    let cfg = b.join("image-based-installation-config.yaml");
+    let text = std::fs::read_to_string(&cfg).unwrap() + "shutdown: true\n";
+    std::fs::write(&cfg, text).unwrap();
+    let built = ibi_env(
+        &[
+            "create",
+            "image",
+            "--dir",
+            b.to_str().unwrap(),
+            "--base-iso",
+            synthetic_base().to_str().unwrap(),
+        ],
+        &[],
+    );
+    ok(&built, "ibi create image");
+    let inv = b.join("sites.yaml");
+    std::fs::write(
+        &inv,
+        format!(
+            "sites:\n  - name: a\n    hostname: sno-a\n    bmc:\n      address: {}\n      user: {USER}\n      passwordFile: {}\n      caFile: {}\n",
+            emu.url,
+            emu.password_file.display(),
+            emu.cert.display()
+        ),
+    )
+    .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let tls = test_tls(work.path());
+    let mut deploy = Command::new(env!("CARGO_BIN_EXE_ibi"))
+        .args(["deploy", "--dir"])
+        .arg(b)
+        .arg("--sites")
+        .arg(&inv)
+        .args([
+            "--phase",
+            "factory",
+            "--poll",
+            "1",
+            "--report-timeout",
+            "120",
+        ])
+        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+        .arg("--tls-cert")
+        .arg(&tls.1)
+        .arg("--tls-key")
+        .arg(&tls.2)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let step = || -> Option<String> {
+        let v: Value =
+            serde_json::from_slice(&std::fs::read(b.join(".ibi/deploy/a.json")).ok()?).ok()?;
+        v["phases"]["factory"]["step"].as_str().map(String::from)
+    };
+    let deadline = Instant::now() + PHASE_WAIT;
+    while step().as_deref() != Some("wait-report") {
+        assert!(Instant::now() < deadline, "site a never waited");
+        assert!(deploy.try_wait().unwrap().is_none(), "deploy ended early");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(emu.system()["PowerState"], "On", "booted and still on");
+    let reset = format!(
+        "/redfish/v1/Systems/{}/Actions/ComputerSystem.Reset",
+        emu.uuid
+    );
+    assert!(emu.post(&reset, &serde_json::json!({"ResetType": "ForceOff"})));
+    let status = wait_exit(&mut deploy);
+    let out = deploy.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cells: Vec<&str> = stdout.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(
+        cells[..4],
+        ["a", emu.url.as_str(), "factory", "done"],
+        "{stdout}"
+    );
+    assert_eq!(emu.cd()["Inserted"], false, "ejected");
+}

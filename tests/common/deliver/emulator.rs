@@ -198,6 +198,28 @@ impl Emulator {
         r.json().ok()
     }
 
+    /// POST a JSON body with the right credentials; whether the emulator accepted it.
+    pub fn post(&self, path: &str, body: &serde_json::Value) -> bool {
+        let Ok(pem) = std::fs::read(&self.cert) else {
+            return false;
+        };
+        let Some(client) = reqwest::Certificate::from_pem(&pem).ok().and_then(|c| {
+            reqwest::blocking::Client::builder()
+                .tls_certs_only([c])
+                .timeout(Duration::from_secs(10))
+                .build()
+                .ok()
+        }) else {
+            return false;
+        };
+        client
+            .post(format!("{}{path}", self.url))
+            .basic_auth(USER, Some(PASSWORD))
+            .json(body)
+            .send()
+            .is_ok_and(|r| r.status().is_success())
+    }
+
     pub fn system(&self) -> serde_json::Value {
         self.get(&format!("/redfish/v1/Systems/{}", self.uuid))
             .expect("reading the system")
