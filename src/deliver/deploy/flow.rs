@@ -93,18 +93,7 @@ impl<'a> Tally<'a> {
 pub fn factory(ctx: &Ctx, t: &Target, bmc: &Bmc, rec: &mut Record) -> Result<()> {
     let mut tally = Tally::new(ctx.server, &t.alias.name);
     if !matches!(rec.resume_step(), Some(STEP_WAIT_REPORT | STEP_EJECT)) {
-        rec.begin()?;
-        let iso = ctx.url(t)?;
-        let done = ctx.bmc_job(
-            bmc,
-            Job::Boot {
-                iso,
-                from: BootFrom::Cd,
-                iso_ca: None,
-            },
-        )?;
-        rec.system(&done.system, done.uuid)?;
-        tally.flush(rec)?;
+        boot(ctx, t, bmc, rec, &mut tally, BootFrom::Cd)?;
         rec.step(STEP_WAIT_REPORT)?;
     }
     if rec.resume_step() == Some(STEP_WAIT_REPORT) {
@@ -114,6 +103,27 @@ pub fn factory(ctx: &Ctx, t: &Target, bmc: &Bmc, rec: &mut Record) -> Result<()>
         rec.step(STEP_EJECT)?;
     }
     ctx.bmc_job(bmc, Job::Eject)?;
+    tally.flush(rec)
+}
+
+/// Starts a new attempt: the media inserted and the host booted (`from`), its System recorded.
+fn boot(
+    ctx: &Ctx,
+    t: &Target,
+    bmc: &Bmc,
+    rec: &mut Record,
+    tally: &mut Tally,
+    from: BootFrom,
+) -> Result<()> {
+    rec.begin()?;
+    let iso = ctx.url(t)?;
+    let job = Job::Boot {
+        iso,
+        from,
+        iso_ca: None,
+    };
+    let done = ctx.bmc_job(bmc, job)?;
+    rec.system(&done.system, done.uuid)?;
     tally.flush(rec)
 }
 
@@ -170,18 +180,7 @@ fn silence(s: HostSignals, timeout: Duration) -> String {
 pub fn site(ctx: &Ctx, t: &Target, bmc: &Bmc, rec: &mut Record) -> Result<()> {
     let mut tally = Tally::new(ctx.server, &t.alias.name);
     if !matches!(rec.resume_step(), Some(STEP_WATCH | STEP_EJECT)) {
-        rec.begin()?;
-        let iso = ctx.url(t)?;
-        let done = ctx.bmc_job(
-            bmc,
-            Job::Boot {
-                iso,
-                from: BootFrom::Disk,
-                iso_ca: None,
-            },
-        )?;
-        rec.system(&done.system, done.uuid)?;
-        tally.flush(rec)?;
+        boot(ctx, t, bmc, rec, &mut tally, BootFrom::Disk)?;
         rec.step(STEP_WATCH)?;
     }
     if rec.resume_step() == Some(STEP_WATCH) {
