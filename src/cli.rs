@@ -228,14 +228,13 @@ pub struct AgentFetchConfigOpts {
     pub device: Vec<String>,
 }
 
+/// How `serve` and `deploy` serve the ISOs.
 #[derive(Debug, Args)]
-pub struct ServeOpts {
-    #[command(flatten)]
-    pub dir: DirOpt,
-    /// Address and port to listen on (port 0: any free port)
+pub struct ServerOpts {
+    /// Address and port to serve on, ISOs and host reports (port 0: any free port)
     #[arg(long, default_value = "0.0.0.0:8443", value_name = "ADDR:PORT")]
     pub listen: std::net::SocketAddr,
-    /// TLS certificate chain (PEM) instead of the self-signed one kept in DIR/.ibi/
+    /// TLS certificate chain (PEM) instead of the self-signed one kept in the directory's .ibi/
     #[arg(
         long,
         value_name = "FILE",
@@ -252,6 +251,14 @@ pub struct ServeOpts {
     /// Serve plain HTTP (many BMCs cannot fetch virtual media over HTTPS)
     #[arg(long)]
     pub plain_http: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeOpts {
+    #[command(flatten)]
+    pub dir: DirOpt,
+    #[command(flatten)]
+    pub server: ServerOpts,
     /// Give every image a new URL (the old ones stop working)
     #[arg(long)]
     pub rotate_tokens: bool,
@@ -372,26 +379,8 @@ pub struct DeployOpts {
     #[arg(long, default_value_t = 4, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..))]
     pub parallel: u16,
-    /// Address and port to serve the ISOs (and hear reports) on
-    #[arg(long, default_value = "0.0.0.0:8443", value_name = "ADDR:PORT")]
-    pub listen: std::net::SocketAddr,
-    /// Base URL BMCs reach this server at (required when listening on every address)
-    #[arg(long, value_name = "URL")]
-    pub public_url: Option<reqwest::Url>,
-    /// TLS certificate chain (PEM) instead of the self-signed one kept in BASE/.ibi/
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "tls_key",
-        conflicts_with = "plain_http"
-    )]
-    pub tls_cert: Option<PathBuf>,
-    /// The key of --tls-cert (PEM)
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-    /// Serve plain HTTP (many BMCs cannot fetch virtual media over HTTPS)
-    #[arg(long)]
-    pub plain_http: bool,
+    #[command(flatten)]
+    pub server: ServerOpts,
     /// Seconds one BMC job may take (power off, eject, insert with its download, power on)
     #[arg(long, default_value_t = 900, value_name = "S")]
     pub bmc_timeout: u64,

@@ -286,8 +286,7 @@ fn hosts_report_to_a_live_serve_and_status_shows_the_fleet() {
 /// and the end.
 #[cfg(feature = "agent")]
 fn agent_hosts(ign: &Value, base: &Path, token: &str) {
-    use ibi::agent::report::{Delivery, ReporterSetup};
-    use ibi::agent::state::{Progress, Step};
+    use ibi::agent::report::Delivery;
 
     let c = Host::new(ign, UUID_IBI_FAIL, "sno-c", &failing_journal(token));
     let cfg = c.path("var/tmp/ibi-configuration.json");
@@ -341,24 +340,7 @@ fn agent_hosts(ign: &Value, base: &Path, token: &str) {
     assert!(logs.contains("<redacted>"), "{logs}");
 
     let d = Host::new(ign, UUID_IBI_OK, "sno-d", "");
-    let setup = ReporterSetup {
-        config_file: d.path("var/tmp/ibi-report.json"),
-        root: d.root.path().to_path_buf(),
-        authfile: Some(d.path("var/tmp/pull-secret.json")),
-        journalctl: d.path("bin/journalctl").to_string_lossy().into_owned(),
-        unit: "ibi-agent-install.service".into(),
-    };
-    let reporter = std::sync::Arc::new(setup.start().unwrap().unwrap());
-    let progress = Progress::new(&d.path("status.json"));
-    progress.observe(reporter.observer());
-    for step in [Step::DiskCleanup, Step::WriteRhcos, Step::FetchSeed] {
-        progress.begin(step);
-        progress.finish();
-    }
-    assert_eq!(
-        reporter.finish(progress.snapshot(), Ok(()), Vec::new()),
-        Delivery::Delivered
-    );
+    assert_eq!(d.agent_reports_three_steps(), Delivery::Delivered);
     let steps: Vec<(String, String)> = stored(base)
         .iter()
         .filter(|l| l["report"]["host"]["productUuid"] == UUID_IBI_OK)

@@ -181,26 +181,9 @@ fn report_failed_lca(f: &Fleet, i: usize) {
 /// `hostAgent: ibi`: the agent's reporter, as `ibi agent install` drives it, through three steps.
 #[cfg(feature = "agent")]
 fn report_done_agent(f: &Fleet, i: usize) {
-    use ibi::agent::report::{Delivery, ReporterSetup};
-    use ibi::agent::state::{Progress, Step};
-    let h = f.host(i, "");
-    let setup = ReporterSetup {
-        config_file: h.path("var/tmp/ibi-report.json"),
-        root: h.root.path().to_path_buf(),
-        authfile: Some(h.path("var/tmp/pull-secret.json")),
-        journalctl: h.path("bin/journalctl").to_string_lossy().into_owned(),
-        unit: "ibi-agent-install.service".into(),
-    };
-    let reporter = std::sync::Arc::new(setup.start().unwrap().unwrap());
-    let progress = Progress::new(&h.path("status.json"));
-    progress.observe(reporter.observer());
-    for step in [Step::DiskCleanup, Step::WriteRhcos, Step::FetchSeed] {
-        progress.begin(step);
-        progress.finish();
-    }
     assert_eq!(
-        reporter.finish(progress.snapshot(), Ok(()), Vec::new()),
-        Delivery::Delivered
+        f.host(i, "").agent_reports_three_steps(),
+        ibi::agent::report::Delivery::Delivered
     );
 }
 

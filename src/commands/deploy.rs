@@ -9,7 +9,6 @@ use anyhow::{Context, Result, bail};
 use crate::cli::{DeployOpts, DeployPhase};
 use crate::deliver::deploy::{self, DeployOptions, Timeouts};
 use crate::deliver::deploy_state::Phase;
-use crate::deliver::serve::TlsChoice;
 
 pub fn run(o: &DeployOpts) -> Result<()> {
     let opts = DeployOptions {
@@ -21,16 +20,9 @@ pub fn run(o: &DeployOpts) -> Result<()> {
         },
         only: o.only.clone(),
         parallel: usize::from(o.parallel),
-        listen: o.listen,
-        tls: match (&o.tls_cert, &o.tls_key, o.plain_http) {
-            (Some(cert), Some(key), _) => TlsChoice::Files {
-                cert: cert.clone(),
-                key: key.clone(),
-            },
-            (_, _, true) => TlsChoice::Plain,
-            _ => TlsChoice::SelfSigned,
-        },
-        public_url: o.public_url.clone(),
+        listen: o.server.listen,
+        tls: super::serve::tls_choice(&o.server),
+        public_url: o.server.public_url.clone(),
         timeouts: Timeouts {
             bmc: Duration::from_secs(o.bmc_timeout),
             report: Duration::from_secs(o.report_timeout),

@@ -4,23 +4,28 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 
-use crate::cli::ServeOpts;
+use crate::cli::{ServeOpts, ServerOpts};
 use crate::deliver::serve::{self, ServeOptions, TlsChoice, catalog};
 
-pub fn run(o: &ServeOpts) -> Result<()> {
-    let tls = match (&o.tls_cert, &o.tls_key, o.plain_http) {
+/// The TLS the server options ask for (clap already refused a certificate without its key and
+/// either beside `--plain-http`); shared with `deploy`, which serves the same way.
+pub(super) fn tls_choice(o: &ServerOpts) -> TlsChoice {
+    match (&o.tls_cert, &o.tls_key, o.plain_http) {
         (Some(cert), Some(key), _) => TlsChoice::Files {
             cert: cert.clone(),
             key: key.clone(),
         },
         (_, _, true) => TlsChoice::Plain,
         _ => TlsChoice::SelfSigned,
-    };
+    }
+}
+
+pub fn run(o: &ServeOpts) -> Result<()> {
     let opts = ServeOptions {
         dir: o.dir.dir.clone(),
-        listen: o.listen,
-        tls,
-        public_url: o.public_url.clone(),
+        listen: o.server.listen,
+        tls: tls_choice(&o.server),
+        public_url: o.server.public_url.clone(),
         rotate_tokens: o.rotate_tokens,
         selection: None,
     };

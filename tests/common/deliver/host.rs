@@ -162,6 +162,29 @@ impl Host {
         )
     }
 
+    /// The agent's reporter on this host, as `ibi agent install` drives it: three steps begun and
+    /// finished, then the end; what the reporter says of the final report's delivery.
+    #[cfg(feature = "agent")]
+    pub fn agent_reports_three_steps(&self) -> ibi::agent::report::Delivery {
+        use ibi::agent::report::ReporterSetup;
+        use ibi::agent::state::{Progress, Step};
+        let setup = ReporterSetup {
+            config_file: self.path("var/tmp/ibi-report.json"),
+            root: self.root.path().to_path_buf(),
+            authfile: Some(self.path("var/tmp/pull-secret.json")),
+            journalctl: self.path("bin/journalctl").to_string_lossy().into_owned(),
+            unit: "ibi-agent-install.service".into(),
+        };
+        let reporter = std::sync::Arc::new(setup.start().unwrap().unwrap());
+        let progress = Progress::new(&self.path("status.json"));
+        progress.observe(reporter.observer());
+        for step in [Step::DiskCleanup, Step::WriteRhcos, Step::FetchSeed] {
+            progress.begin(step);
+            progress.finish();
+        }
+        reporter.finish(progress.snapshot(), Ok(()), Vec::new())
+    }
+
     /// `ibi-report.sh STATE` as the lca report units run it, with `extra` environment (systemd's
     /// MONITOR_* for the failure unit).
     pub fn lca_report(&self, state: &str, extra: &[(&str, &str)]) -> Output {
