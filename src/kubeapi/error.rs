@@ -63,11 +63,6 @@ impl ApiError {
             Self::Unreachable { .. } | Self::Status { .. } | Self::Protocol { .. }
         )
     }
-
-    /// Whether the server gave no HTTP answer at all.
-    pub fn is_unreachable(&self) -> bool {
-        matches!(self, Self::Unreachable { .. })
-    }
 }
 
 /// How a failed request without an HTTP answer is sorted, from OpenSSL's and hyper's texts along the
