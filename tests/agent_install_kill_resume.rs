@@ -139,11 +139,32 @@ fn run_with_kill(t: &Target, point: Point, delay: Duration) -> Option<Kill> {
             fs::read_to_string(&log).unwrap_or_default()
         );
         if reached(&t.status(), point) {
-            std::thread::sleep(delay);
+            wait_within(t, point, delay);
             return Some(kill(t, &mut child));
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Sleeps `delay`, but no longer than the run stays in step `point`: the delay comes from the
+/// reference run's step time, and a run with warm caches may finish that step (and every later one)
+/// sooner, so an unbounded sleep could land the kill after the install instead of in the step.
+fn wait_within(t: &Target, point: Point, delay: Duration) {
+    let end = Instant::now() + delay;
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        if let Point::Step(p) = point
+            && past(&t.status(), p)
+        {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(5)));
+    }
+}
+
+/// Whether the run has finished step `p`.
+fn past(status: &serde_json::Value, p: Step) -> bool {
+    let now = status["step"].as_str().and_then(step_index).unwrap_or(0);
+    now > p as usize || (now == p as usize && status["state"] != "running")
 }
 
 /// Whether the run is at `point` (or past it).
