@@ -1,4 +1,4 @@
-//! Small, boring helpers: atomic file writes, logging setup, progress bars, a guard for YAML input and
+//! Small, boring helpers: atomic file writes, directory locks, logging setup, progress bars, a guard for YAML input and
 //! the lines of a YAML document's keys, clipping a server's text for a message and a reader on its own
 //! thread.
 
@@ -6,6 +6,7 @@ pub mod digest;
 pub mod file_version;
 pub mod fs;
 pub mod interrupt;
+pub mod lock;
 pub mod logging;
 pub mod progress;
 pub mod read_ahead;

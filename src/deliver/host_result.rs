@@ -55,6 +55,7 @@ mod tests {
         StoredReport {
             received,
             client: "127.0.0.1:1".into(),
+            site: None,
             report: HostReport {
                 version: REPORT_VERSION,
                 agent: ReportingAgent::Lca,

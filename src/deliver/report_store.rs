@@ -29,6 +29,10 @@ pub struct StoredReport {
     pub received: u64,
     /// The client's address and port, as the access log shows it.
     pub client: String,
+    /// The site whose own report token the report carried (`ibi deploy` gives each host its own);
+    /// absent for the installation ISO's shared token, whose reports speak for no site.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
     pub report: HostReport,
 }
 
@@ -164,6 +168,7 @@ mod tests {
         StoredReport {
             received,
             client: "127.0.0.1:40000".into(),
+            site: None,
             report: HostReport {
                 version: REPORT_VERSION,
                 agent: ReportingAgent::Ibi,

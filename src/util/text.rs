@@ -1,4 +1,5 @@
-//! Text for messages: a server's error text kept short enough for one line of an error.
+//! Text for messages: a server's error text kept short enough for one line of an error, and text a
+//! host, a BMC or a cluster sent made safe to print on a terminal.
 
 /// The first `max_chars` characters of `text`, with `…` when some were cut (never inside a
 /// character, whatever the encoding's widths).
@@ -9,9 +10,42 @@ pub fn clip(text: &str, max_chars: usize) -> String {
     }
 }
 
+/// `text` with every control character (C0, DEL, C1: escape sequences, carriage returns, newlines,
+/// bells) written out as `\x1b`, `\n`, `\u{9b}`, so text from outside (a host's report, a BMC's or a
+/// cluster's error) cannot move the cursor, clear the screen, retitle the terminal or forge a line
+/// of output. Everything else, backslashes included, is kept as it is.
+pub fn escape_control(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_written_out() {
+        assert_eq!(escape_control("plain \\ text é"), "plain \\ text é");
+        assert_eq!(
+            escape_control("\x1b[2J\x1b]0;owned\x07x\ny\r\t\u{9b}31m\x7f"),
+            "\\x1b[2J\\x1b]0;owned\\x07x\\ny\\r\\t\\u{9b}31m\\x7f"
+        );
+    }
 
     #[test]
     fn clipping_counts_characters_and_marks_the_cut() {

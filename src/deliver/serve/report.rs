@@ -112,6 +112,7 @@ impl Reports {
         let stored = StoredReport {
             received: unix_now(),
             client,
+            site: None,
             report,
         };
         let me = self.clone();

@@ -24,6 +24,7 @@ fn stored(
     StoredReport {
         received: at,
         client: "127.0.0.1:1".into(),
+        site: None,
         report: HostReport {
             version: REPORT_VERSION,
             agent: ReportingAgent::Ibi,
