@@ -375,6 +375,14 @@ pub struct DeployOpts {
     /// Only this site (repeatable)
     #[arg(long, value_name = "SITE")]
     pub only: Vec<String>,
+    /// Start this site's phase over: boot it again even if it was booted or done (repeatable);
+    /// without it a re-run never boots a host twice for one phase
+    #[arg(long, value_name = "SITE")]
+    pub redo: Vec<String>,
+    /// Only check every selected site (inventory, credentials, CA files, each BMC's login, System
+    /// and CD, the installation ISO's statusURL and statusCA) and change nothing
+    #[arg(long)]
+    pub check: bool,
     /// BMC jobs, and so image downloads, at once
     #[arg(long, default_value_t = 4, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..))]

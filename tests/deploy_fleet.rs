@@ -6,9 +6,11 @@
 //! ISO would run them, against the live server: site a's `hostAgent: lca` units report success, site
 //! b's report a failure with the journal's tail, site c never reports (the timeout path), site d
 //! reports through the agent's reporter (`hostAgent: ibi`; the lca units without the agent feature).
+//! Each host boots the ISO its BMC downloaded: its own variant, whose report token is its own.
 //! `deploy` is killed (SIGKILL) mid-run and run again: site a, done, is not touched again (its BMC
-//! gets no request), site d resumes its wait without a second boot or download, b (failed) is tried
-//! again, c times out again.
+//! gets no request), site d resumes its wait without a second boot or download, b (whose host
+//! reported a failure) and c (booted, silent) are not booted again: b stays failed, c is waited for
+//! again and times out. A third run with `--redo b` installs b again.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
@@ -57,6 +59,10 @@ impl Fleet {
 
     /// `ibi deploy --phase factory --parallel 2`, its output in files under `work`.
     fn spawn(&self, run: &str) -> Child {
+        self.spawn_with(run, &[])
+    }
+
+    fn spawn_with(&self, run: &str, extra: &[&str]) -> Child {
         let out =
             |s: &str| std::fs::File::create(self.work.path().join(format!("{run}.{s}"))).unwrap();
         Command::new(env!("CARGO_BIN_EXE_ibi"))
@@ -71,6 +77,7 @@ impl Fleet {
             .arg(&self.tls.1)
             .arg("--tls-key")
             .arg(&self.tls.2)
+            .args(extra)
             .env_remove("RUST_LOG")
             .stdout(Stdio::from(out("stdout")))
             .stderr(Stdio::from(out("stderr")))
@@ -95,8 +102,18 @@ impl Fleet {
         serde_json::from_slice(&text).ok()
     }
 
+    /// The host of site `i` as it booted: from the ISO its BMC downloaded (its own variant, with its
+    /// own report token), read by coreos-installer.
     fn host(&self, i: usize, journal: &str) -> Host {
-        Host::new(&self.ign, UUIDS[i], &format!("sno-{}", SITES[i]), journal)
+        let iso = self.emulators[i]
+            .downloaded("rhcos-ibi.iso")
+            .unwrap_or_else(|| panic!("site {}'s BMC holds no ISO", SITES[i]));
+        Host::new(
+            &iso_ignition(&iso),
+            UUIDS[i],
+            &format!("sno-{}", SITES[i]),
+            journal,
+        )
     }
 }
 
@@ -272,8 +289,9 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
         return;
     };
     let f = fleet(&bin);
-    let iso = f.base().join("rhcos-ibi.iso");
-    let size = std::fs::metadata(&iso).unwrap().len();
+    let size = std::fs::metadata(f.base().join("rhcos-ibi.iso"))
+        .unwrap()
+        .len();
 
     // Run 1: a reports success, b failure; killed once a is done, b failed and d waits.
     let mut run1 = f.spawn("run1");
@@ -297,15 +315,12 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
     let before: Vec<String> = f.emulators.iter().map(requests).collect();
     assert!(before[1].contains("InsertMedia"), "{}", before[1]);
 
-    // Run 2: a is left alone, d resumes its wait, b is booted again and fails again, c times out.
+    // Run 2: a is left alone, d resumes its wait, b stays failed (its host reported), c is waited
+    // for again (it was booted) and times out; none is booted again.
     let mut run2 = f.spawn("run2");
-    play_until(
-        &f,
-        &mut run2,
-        "run2",
-        &[(3, report_done_agent), (1, report_failed_lca)],
-        |f| state_is(f, "d", "done", "") && state_is(f, "b", "failed", ""),
-    );
+    play_until(&f, &mut run2, "run2", &[(3, report_done_agent)], |f| {
+        state_is(f, "d", "done", "") && state_is(f, "b", "failed", "")
+    });
     let status = wait_exit(&mut run2);
     let (stdout, stderr) = (f.output("run2", "stdout"), f.output("run2", "stderr"));
     eprintln!("run 2 stdout:\n{stdout}\nrun 2 stderr:\n{stderr}");
@@ -333,15 +348,24 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
         assert!(r.contains(&format!("  {result}  ")), "{site}: {r}");
     }
     assert!(
-        stderr.contains("error: site b: the host reported a failure"),
+        stderr.contains("error: site b: the host reported a failure: install-rhcos-and-restore-seed.service failed (result exit-code, exited 1) (it is not booted again by a re-run: check it, then pass --redo b to install it again)"),
         "{stderr}"
     );
     assert!(
         stderr.contains(&format!(
-            "error: site c: no final report from the host within {REPORT_TIMEOUT} s"
+            "error: site c: no final report from the host within {REPORT_TIMEOUT} s (--report-timeout; a re-run waits again without a new boot)"
         )),
         "{stderr}"
     );
+    for line in [
+        "site a: done by an earlier run: not touched",
+        "site d: wait-report: resumed",
+        "site b: wait-report: resumed",
+        "site c: wait-report: resumed",
+        "site d: eject: done",
+    ] {
+        assert!(stderr.contains(line), "{line} not in {stderr}");
+    }
 
     // Nothing that had finished was done again: a's BMC heard nothing from run 2; d was not booted
     // again (no insert, one download's worth of bytes) but was ejected.
@@ -355,14 +379,41 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
         d_new.contains("EjectMedia"),
         "site d was not ejected: {d_new}"
     );
-    let b_new = &after[1][before[1].len()..];
-    assert!(
-        b_new.contains("InsertMedia"),
-        "site b (failed) is tried again"
-    );
+    for i in [1, 2] {
+        let new = &after[i][before[i].len()..];
+        assert!(
+            !new.contains("InsertMedia") && !new.contains("Actions/ComputerSystem.Reset"),
+            "site {} was booted again: {new}",
+            SITES[i]
+        );
+    }
 
-    // Each emulator really downloaded the ISO from deploy's server: whole, per deploy's access log;
-    // the copies of the hosts not ejected (an eject deletes the emulator's copy) hash as the ISO.
+    // Run 3: --redo b installs b again (a new boot, a new download), and only b.
+    let mut run3 = f.spawn_with("run3", &["--only", "b", "--redo", "b"]);
+    // b's record says failed until run 3 begins it again.
+    play_until(&f, &mut run3, "run3", &[], |f| {
+        state_is(f, "b", "running", "")
+    });
+    play_until(&f, &mut run3, "run3", &[(1, report_failed_lca)], |f| {
+        state_is(f, "b", "failed", "")
+    });
+    assert_eq!(wait_exit(&mut run3).code(), Some(1), "b failed again");
+    let stderr3 = f.output("run3", "stderr");
+    assert!(
+        stderr3.contains("error: site b: the host reported a failure"),
+        "{stderr3}\n{}",
+        std::fs::read_to_string(f.base().join(".ibi/reports.jsonl")).unwrap()
+    );
+    let redone: Vec<String> = f.emulators.iter().map(requests).collect();
+    let b3 = &redone[1][after[1].len()..];
+    assert!(b3.contains("InsertMedia"), "--redo b boots b again: {b3}");
+    for i in [0, 2, 3] {
+        assert_eq!(redone[i], after[i], "site {} touched by run 3", SITES[i]);
+    }
+
+    // Each emulator really downloaded its ISO from deploy's server: whole, per deploy's access log.
+    // The copies of the hosts not ejected (an eject deletes the emulator's copy) are each host's own
+    // variant: the fleet ISO's size and Ignition config but for the report token, a token of its own.
     let access = std::fs::read_to_string(f.base().join(".ibi/deploy-access.log")).unwrap();
     for (i, site) in SITES.iter().enumerate() {
         let rec = f.record(site).unwrap();
@@ -376,21 +427,44 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
             "{rec}"
         );
     }
+    let settings = |ign: &Value| -> Value {
+        serde_json::from_slice(&ignition_file(ign, "/var/tmp/ibi-report.json")).unwrap()
+    };
+    let fleet_token = settings(&f.ign)["token"].clone();
+    let mut host_tokens = Vec::new();
     for i in [1, 2] {
         let got = f.emulators[i]
             .downloaded("rhcos-ibi.iso")
             .expect("downloaded");
-        assert_eq!(sha256_file(&got), sha256_file(&iso), "site {}", SITES[i]);
+        assert_eq!(std::fs::metadata(&got).unwrap().len(), size);
+        let mut ign = iso_ignition(&got);
+        let mut own = settings(&ign);
+        assert_ne!(own["token"], fleet_token, "site {}", SITES[i]);
+        host_tokens.push(own["token"].as_str().unwrap().to_string());
+        let mut fleet = settings(&f.ign);
+        (own["token"], fleet["token"]) = (Value::Null, Value::Null);
+        assert_eq!(own, fleet, "only the token differs");
+        let mut fleet_rest = f.ign.clone();
+        for ign in [&mut ign, &mut fleet_rest] {
+            let files = ign["storage"]["files"].as_array_mut().unwrap();
+            files.retain(|f| f["path"] != "/var/tmp/ibi-report.json");
+        }
+        assert_eq!(
+            ign, fleet_rest,
+            "site {}: the rest of the config is the fleet's",
+            SITES[i]
+        );
     }
+    assert_ne!(host_tokens[0], host_tokens[1]);
     let gets = |site: &str| {
         access
             .matches(&format!("GET deploy/{site}/rhcos-ibi.iso 200"))
             .count()
     };
     assert_eq!(
-        (gets("a"), gets("b"), gets("d")),
-        (1, 2, 1),
-        "b (failed) is downloaded again, a and d are not:\n{access}"
+        (gets("a"), gets("b"), gets("c"), gets("d")),
+        (1, 2, 1, 1),
+        "only --redo b downloads again:\n{access}"
     );
     for i in [0, 3] {
         assert_eq!(
@@ -411,6 +485,7 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
         serde_json::from_slice(&std::fs::read(f.base().join(".ibi/deploy-served.json")).unwrap())
             .unwrap();
     let mut secrets = vec![common::deliver::emulator::PASSWORD.to_string(), token];
+    secrets.extend(host_tokens);
     for e in served["images"].as_array().unwrap() {
         let url = e["url"].as_str().unwrap();
         secrets.push(url.split('/').nth(3).unwrap().to_string());
@@ -419,7 +494,13 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
         .iter()
         .map(|s| f.record(s).unwrap().to_string())
         .collect();
-    for text in [&stdout, &stderr, &f.output("run1", "stderr"), &records] {
+    for text in [
+        &stdout,
+        &stderr,
+        &f.output("run1", "stderr"),
+        &f.output("run3", "stderr"),
+        &records,
+    ] {
         for s in &secrets {
             assert!(!text.contains(s.as_str()), "a secret ({:.4}…) in {text}", s);
         }

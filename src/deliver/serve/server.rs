@@ -20,7 +20,7 @@ use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use super::access_log::AccessLog;
-use super::catalog::{Alias, Image, ServedEntry, ServedFile};
+use super::catalog::{Alias, HostToken, Image, ServedEntry, ServedFile};
 use super::handler::State;
 use super::report::Reports;
 use super::source::{Cache, open};
@@ -212,7 +212,11 @@ pub fn prepare(opts: &ServeOptions) -> Result<Prepared> {
         images,
         cache,
         served,
-        reports: Arc::new(Reports::new(opts.dir.clone(), log.clone())),
+        reports: Arc::new(Reports::new(
+            opts.dir.clone(),
+            log.clone(),
+            host_tokens(opts),
+        )),
         log,
     });
     Ok(Prepared {
@@ -222,6 +226,14 @@ pub fn prepare(opts: &ServeOptions) -> Result<Prepared> {
         certificate,
         address,
     })
+}
+
+/// The hosts' own report tokens deploy's aliases carry.
+fn host_tokens(opts: &ServeOptions) -> Vec<HostToken> {
+    opts.selection
+        .iter()
+        .flat_map(|s| s.aliases.iter().filter_map(|a| a.host.clone()))
+        .collect()
 }
 
 fn entry(img: &Image, cache: &Cache, public: &str) -> Result<ServedEntry> {

@@ -63,6 +63,7 @@ fn record(state: RunState, step: &str, at: u64) -> PhaseRecord {
         finished: None,
         error: (state == RunState::Failed).then(|| "no answer".to_string()),
         bytes_served: 0,
+        booted: None,
     }
 }
 
