@@ -15,13 +15,17 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::deliver::emulator::{Emulator, USER, free_port, sushy_emulator};
-use common::deliver::host::{Host, ignition_file, iso_ignition, ok, test_tls};
-use common::deliver::{example_install, ibi_env, sha256_file, stop_child, synthetic_base};
+use common::deliver::fleet::{
+    PHASE_WAIT, deploy_binary, fleet, play_until, report_done_agent, report_done_lca,
+    report_failed_lca, requests, state_is, wait_exit,
+};
+use common::deliver::host::{ignition_file, iso_ignition, ok, test_tls};
+use common::deliver::{example_install, ibi_env, sha256_file, synthetic_base};
 use common::kubeapi::{BuiltSite, StandIn};
 use serde_json::Value;
 
@@ -36,249 +40,6 @@ const UUIDS: [&str; 4] = [
 const SITES: [&str; 4] = ["a", "b", "c", "d"];
 /// Short, so the silent host's timeout path ends the test soon.
 const REPORT_TIMEOUT: &str = "45";
-/// Every wait of the test itself.
-const PHASE_WAIT: Duration = Duration::from_secs(300);
-
-struct Fleet {
-    base: tempfile::TempDir,
-    work: tempfile::TempDir,
-    tls: (PathBuf, PathBuf, PathBuf),
-    port: u16,
-    emulators: Vec<Emulator>,
-    ign: Value,
-}
-
-impl Fleet {
-    fn base(&self) -> &Path {
-        self.base.path()
-    }
-
-    fn inventory(&self) -> PathBuf {
-        self.work.path().join("sites.yaml")
-    }
-
-    /// `ibi deploy --phase factory --parallel 2`, its output in files under `work`.
-    fn spawn(&self, run: &str) -> Child {
-        self.spawn_with(run, &[])
-    }
-
-    fn spawn_with(&self, run: &str, extra: &[&str]) -> Child {
-        let out =
-            |s: &str| std::fs::File::create(self.work.path().join(format!("{run}.{s}"))).unwrap();
-        Command::new(env!("CARGO_BIN_EXE_ibi"))
-            .args(["deploy", "--dir"])
-            .arg(self.base())
-            .arg("--sites")
-            .arg(self.inventory())
-            .args(["--phase", "factory", "--parallel", "2", "--poll", "1"])
-            .args(["--report-timeout", REPORT_TIMEOUT, "--bmc-timeout", "120"])
-            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
-            .arg("--tls-cert")
-            .arg(&self.tls.1)
-            .arg("--tls-key")
-            .arg(&self.tls.2)
-            .args(extra)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::from(out("stdout")))
-            .stderr(Stdio::from(out("stderr")))
-            .spawn()
-            .expect("starting ibi deploy")
-    }
-
-    fn output(&self, run: &str, stream: &str) -> String {
-        std::fs::read_to_string(self.work.path().join(format!("{run}.{stream}")))
-            .unwrap_or_default()
-    }
-
-    /// The site's record of its factory phase: (state, step), or None before deploy wrote one.
-    fn phase(&self, site: &str) -> Option<(String, String)> {
-        let v = self.record(site)?;
-        let p = &v["phases"]["factory"];
-        Some((p["state"].as_str()?.into(), p["step"].as_str()?.into()))
-    }
-
-    fn record(&self, site: &str) -> Option<Value> {
-        let text = std::fs::read(self.base().join(format!(".ibi/deploy/{site}.json"))).ok()?;
-        serde_json::from_slice(&text).ok()
-    }
-
-    /// The host of site `i` as it booted: from the ISO its BMC downloaded (its own variant, with its
-    /// own report token), read by coreos-installer.
-    fn host(&self, i: usize, journal: &str) -> Host {
-        let iso = self.emulators[i]
-            .downloaded("rhcos-ibi.iso")
-            .unwrap_or_else(|| panic!("site {}'s BMC holds no ISO", SITES[i]));
-        Host::new(
-            &iso_ignition(&iso),
-            UUIDS[i],
-            &format!("sno-{}", SITES[i]),
-            journal,
-        )
-    }
-}
-
-/// BASE with the example inputs and statusURL on `port`, its installation ISO built; four emulators;
-/// the inventory naming them.
-fn fleet(bin: &Path) -> Fleet {
-    let work = tempfile::tempdir().unwrap();
-    let base = tempfile::tempdir().unwrap();
-    let tls = test_tls(work.path());
-    let port = free_port();
-    example_install(base.path());
-    let cfg = base.path().join("image-based-installation-config.yaml");
-    let mut text = std::fs::read_to_string(&cfg).unwrap();
-    text.push_str(&format!(
-        "statusURL: https://127.0.0.1:{port}\nstatusCA: {}\n",
-        tls.0.display()
-    ));
-    std::fs::write(&cfg, text).unwrap();
-    let built = ibi_env(
-        &[
-            "create",
-            "image",
-            "--dir",
-            base.path().to_str().unwrap(),
-            "--base-iso",
-            synthetic_base().to_str().unwrap(),
-        ],
-        &[],
-    );
-    ok(&built, "ibi create image");
-    let ign = iso_ignition(&base.path().join("rhcos-ibi.iso"));
-    let emulators: Vec<Emulator> = UUIDS
-        .iter()
-        .map(|u| Emulator::start_with_uuid(bin, u))
-        .collect();
-    let mut inv = String::from("sites:\n");
-    for (site, emu) in SITES.iter().zip(&emulators) {
-        inv.push_str(&format!(
-            "  - name: {site}\n    hostname: sno-{site}\n    bmc:\n      address: {}\n      user: {USER}\n      passwordFile: {}\n      caFile: {}\n",
-            emu.url,
-            emu.password_file.display(),
-            emu.cert.display()
-        ));
-    }
-    std::fs::write(work.path().join("sites.yaml"), inv).unwrap();
-    Fleet {
-        base,
-        work,
-        tls,
-        port,
-        emulators,
-        ign,
-    }
-}
-
-/// The journal a failed install leaves.
-const FAILED_JOURNAL: &str = "2026-11-24T10:00:00+0000 host lca-cli[1]: pulling the seed\n\
-     2026-11-24T10:00:05+0000 host lca-cli[1]: error: failed to pull the seed image\n";
-
-fn report_done_lca(f: &Fleet, i: usize) {
-    let h = f.host(i, "");
-    ok(&h.lca_report("running", &[]), "ibi-report.sh running");
-    ok(&h.lca_report("done", &[]), "ibi-report.sh done");
-}
-
-fn report_failed_lca(f: &Fleet, i: usize) {
-    let h = f.host(i, FAILED_JOURNAL);
-    ok(&h.lca_report("running", &[]), "ibi-report.sh running");
-    ok(
-        &h.lca_report(
-            "failed",
-            &[
-                ("MONITOR_SERVICE_RESULT", "exit-code"),
-                ("MONITOR_EXIT_CODE", "exited"),
-                ("MONITOR_EXIT_STATUS", "1"),
-            ],
-        ),
-        "ibi-report.sh failed",
-    );
-}
-
-/// `hostAgent: ibi`: the agent's reporter, as `ibi agent install` drives it, through three steps.
-#[cfg(feature = "agent")]
-fn report_done_agent(f: &Fleet, i: usize) {
-    assert_eq!(
-        f.host(i, "").agent_reports_three_steps(),
-        ibi::agent::report::Delivery::Delivered
-    );
-}
-
-#[cfg(not(feature = "agent"))]
-fn report_done_agent(f: &Fleet, i: usize) {
-    common::skip(
-        TEST,
-        "hostAgent: ibi's reporter needs the agent feature; site d reports as lca",
-    );
-    report_done_lca(f, i);
-}
-
-/// What a host does once booted: report through the lca units or the agent's reporter.
-type Play = fn(&Fleet, usize);
-
-/// Plays the hosts of `plays` (site index, what it does) once each when its site waits for its
-/// report, until `until` holds; panics if deploy exits first or the wait is over.
-fn play_until(
-    f: &Fleet,
-    deploy: &mut Child,
-    run: &str,
-    plays: &[(usize, Play)],
-    until: impl Fn(&Fleet) -> bool,
-) {
-    let mut played = vec![false; plays.len()];
-    let deadline = Instant::now() + PHASE_WAIT;
-    while !until(f) {
-        for (n, (i, play)) in plays.iter().enumerate() {
-            let waiting = f
-                .phase(SITES[*i])
-                .is_some_and(|(st, step)| st == "running" && step == "wait-report");
-            if waiting && !played[n] {
-                play(f, *i);
-                played[n] = true;
-            }
-        }
-        if let Ok(Some(status)) = deploy.try_wait() {
-            if until(f) {
-                return;
-            }
-            panic!(
-                "deploy ({run}) ended early with {status}: {}{}",
-                f.output(run, "stdout"),
-                f.output(run, "stderr")
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "deploy ({run}): no progress in {PHASE_WAIT:?}: {:?}\n{}",
-            SITES.map(|s| f.phase(s)),
-            f.output(run, "stderr")
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn state_is(f: &Fleet, site: &str, state: &str, step: &str) -> bool {
-    f.phase(site)
-        .is_some_and(|(st, sp)| st == state && (step.is_empty() || sp == step))
-}
-
-/// The emulator's request log (werkzeug's lines on its stderr).
-fn requests(emu: &Emulator) -> String {
-    emu.log()
-}
-
-fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + PHASE_WAIT;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if Instant::now() >= deadline {
-            return stop_child(child);
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 #[test]
 fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
@@ -288,7 +49,12 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
     let Some(bin) = sushy_emulator(TEST) else {
         return;
     };
-    let f = fleet(&bin);
+    let sites: Vec<(&str, &str)> = SITES.iter().copied().zip(UUIDS).collect();
+    let f = fleet(
+        &bin,
+        &sites,
+        &["--report-timeout", REPORT_TIMEOUT, "--bmc-timeout", "120"],
+    );
     let size = std::fs::metadata(f.base().join("rhcos-ibi.iso"))
         .unwrap()
         .len();
@@ -606,24 +372,27 @@ fn a_site_deploy_watches_each_cluster_and_ejects_once_ready() {
     let work = tempfile::tempdir().unwrap();
     let tls = test_tls(work.path());
     let port = free_port();
-    let out = |s: &str| std::fs::File::create(work.path().join(s)).unwrap();
-    let mut deploy = Command::new(env!("CARGO_BIN_EXE_ibi"))
-        .args(["deploy", "--dir"])
-        .arg(b)
-        .arg("--sites")
-        .arg(&inventory)
-        .args(["--phase", "site", "--parallel", "2", "--poll", "1"])
-        .args(["--watch-timeout", "20", "--bmc-timeout", "120"])
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .arg("--tls-cert")
-        .arg(&tls.1)
-        .arg("--tls-key")
-        .arg(&tls.2)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::from(out("stdout")))
-        .stderr(Stdio::from(out("stderr")))
-        .spawn()
-        .unwrap();
+    let spawn = |run: &str| {
+        let out = |s: &str| std::fs::File::create(work.path().join(format!("{run}.{s}"))).unwrap();
+        Command::new(deploy_binary())
+            .args(["deploy", "--dir"])
+            .arg(b)
+            .arg("--sites")
+            .arg(&inventory)
+            .args(["--phase", "site", "--parallel", "2", "--poll", "1"])
+            .args(["--watch-timeout", "20", "--bmc-timeout", "120"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .arg("--tls-cert")
+            .arg(&tls.1)
+            .arg("--tls-key")
+            .arg(&tls.2)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::from(out("stdout")))
+            .stderr(Stdio::from(out("stderr")))
+            .spawn()
+            .unwrap()
+    };
+    let mut deploy = spawn("run1");
     let record = |site: &str| -> Option<Value> {
         serde_json::from_slice(&std::fs::read(b.join(format!(".ibi/deploy/{site}.json"))).ok()?)
             .ok()
@@ -641,7 +410,7 @@ fn a_site_deploy_watches_each_cluster_and_ejects_once_ready() {
     apis[0].set(|c| *c = sites[0].ready());
     let status = wait_exit(&mut deploy);
     let read = |s: &str| std::fs::read_to_string(work.path().join(s)).unwrap();
-    let (stdout, stderr) = (read("stdout"), read("stderr"));
+    let (stdout, stderr) = (read("run1.stdout"), read("run1.stderr"));
     eprintln!("stdout:\n{stdout}\nstderr:\n{stderr}");
     assert_eq!(status.code(), Some(1), "one site failed: exit 1");
 
@@ -692,6 +461,29 @@ fn a_site_deploy_watches_each_cluster_and_ejects_once_ready() {
         sha256_file(&got),
         sha256_file(&b.join("sites").join(&names[1]).join("imagebasedconfig.iso"))
     );
+
+    // Run 2, once the slow cluster is ready: it is watched again, never booted again (no insert, no
+    // power change), and ejected; the ready site is left alone.
+    let before: Vec<String> = emulators.iter().map(requests).collect();
+    apis[1].set(|c| *c = sites[1].ready());
+    let mut run2 = spawn("run2");
+    let status = wait_exit(&mut run2);
+    let (stdout2, stderr2) = (read("run2.stdout"), read("run2.stderr"));
+    eprintln!("run 2 stdout:\n{stdout2}\nrun 2 stderr:\n{stderr2}");
+    assert_eq!(status.code(), Some(0), "{stderr2}");
+    assert!(
+        stderr2.contains(&format!("site {}: watch: resumed", names[1])),
+        "{stderr2}"
+    );
+    let after: Vec<String> = emulators.iter().map(requests).collect();
+    assert_eq!(after[0], before[0], "the done site's BMC got requests");
+    let new = &after[1][before[1].len()..];
+    assert!(
+        !new.contains("InsertMedia") && !new.contains("ComputerSystem.Reset"),
+        "the slow site was booted again: {new}"
+    );
+    assert!(new.contains("EjectMedia"), "not ejected: {new}");
+    assert_eq!(emulators[1].cd()["Inserted"], false);
     let st = ok(
         &ibi_env(&["status", "--dir", b.to_str().unwrap()], &[]),
         "ibi status",

@@ -76,7 +76,10 @@ pub struct Report {
 pub enum BootEvent {
     /// The System was found (before anything is changed): its path, and its `UUID` in lower case
     /// when the BMC shows one.
-    Found { system: String, uuid: Option<String> },
+    Found {
+        system: String,
+        uuid: Option<String>,
+    },
     /// The power-on request is about to be sent: from here on the host may boot.
     PoweringOn,
 }
