@@ -262,6 +262,11 @@ pub struct ServeOpts {
     /// Give every image a new URL (the old ones stop working)
     #[arg(long)]
     pub rotate_tokens: bool,
+    /// Connections one client address may hold at once; more are closed (a BMC uses 1-4; raise it
+    /// when many BMCs reach the server through one NAT address)
+    #[arg(long, default_value_t = 32, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_per_address: u16,
 }
 
 /// Which device the host boots after the insert.
