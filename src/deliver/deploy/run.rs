@@ -137,7 +137,9 @@ fn start_server(o: &DeployOptions, served: &[&Target], signals: HostSignals) -> 
             access_log: o.base.join(ACCESS_LOG),
         }),
     };
-    let running = serve::prepare(&opts)?.start()?;
+    // BMCs behind one address (a NAT, a lab's emulator) may all download at once.
+    let per_address = serve::PER_ADDRESS_DEFAULT.max(2 * o.parallel + 16);
+    let running = serve::prepare(&opts)?.per_address(per_address).start()?;
     info!(
         "serving on {} (access log: {})",
         running.address,
