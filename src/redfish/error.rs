@@ -13,13 +13,17 @@ const MAX_DETAIL: usize = 300;
 /// `METHOD /path`.
 #[derive(Debug, thiserror::Error)]
 pub enum RedfishError {
-    #[error(
-        "BMC {bmc}: {call}: authentication refused (HTTP {status}): check the user and password"
-    )]
+    #[error("BMC {bmc}: {call}: authentication refused (HTTP {status}): {}", if *.user_given {
+        "check the user and password"
+    } else {
+        "no user was given"
+    })]
     Unauthorized {
         bmc: String,
         call: String,
         status: u16,
+        /// Whether credentials were sent: without, the advice is to give some, not to check them.
+        user_given: bool,
     },
     #[error("BMC {bmc}: {call}: not found (HTTP 404){}", detail_suffix(.message))]
     NotFound {
@@ -42,11 +46,17 @@ pub enum RedfishError {
         call: String,
         seconds: u64,
     },
-    #[error("BMC {bmc}: {call}: the BMC's TLS certificate is not trusted: {detail}")]
+    #[error("BMC {bmc}: {call}: {}: {detail}", if *.ca_given {
+        "the BMC's TLS certificate did not verify against the CA given"
+    } else {
+        "the BMC's TLS certificate is not trusted"
+    })]
     Tls {
         bmc: String,
         call: String,
         detail: String,
+        /// Whether it was checked against a CA the user gave (`Trust::Ca`), not the system's.
+        ca_given: bool,
     },
     #[error("BMC {bmc}: {call}: connection failed: {detail}")]
     Connection {
@@ -188,11 +198,42 @@ mod tests {
         );
         assert!(e.mentions("ActionParameterMissing"));
         assert!(!e.mentions("PropertyMissing"));
-        let e = RedfishError::Unauthorized {
+    }
+
+    #[test]
+    fn refusals_say_whether_a_user_or_a_ca_was_given() {
+        let refused = |user_given| RedfishError::Unauthorized {
             bmc: "https://b".into(),
             call: "GET /redfish/v1/Systems".into(),
             status: 401,
+            user_given,
         };
-        assert!(e.to_string().contains("authentication refused (HTTP 401)"));
+        let untrusted = |ca_given| RedfishError::Tls {
+            bmc: "https://b".into(),
+            call: "GET /redfish/v1/".into(),
+            detail: "certificate verify failed".into(),
+            ca_given,
+        };
+        let cases = [
+            (
+                refused(true),
+                "BMC https://b: GET /redfish/v1/Systems: authentication refused (HTTP 401): check the user and password",
+            ),
+            (
+                refused(false),
+                "BMC https://b: GET /redfish/v1/Systems: authentication refused (HTTP 401): no user was given",
+            ),
+            (
+                untrusted(true),
+                "BMC https://b: GET /redfish/v1/: the BMC's TLS certificate did not verify against the CA given: certificate verify failed",
+            ),
+            (
+                untrusted(false),
+                "BMC https://b: GET /redfish/v1/: the BMC's TLS certificate is not trusted: certificate verify failed",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+        }
     }
 }
