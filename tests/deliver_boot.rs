@@ -445,7 +445,7 @@ fn boot_survives_a_bmc_closing_its_idle_connection_as_a_request_arrives() {
     .expect("the boot failed on a connection the BMC closed");
     // The two above, and any power read that came 2 s after the one before.
     assert!(proxy.dropped() >= 2, "{} dropped", proxy.dropped());
-    assert_eq!(events.len(), 4, "{events:?}");
+    assert_eq!(events.len(), 5, "{events:?}");
     assert_eq!(report.power, "On");
     let ejects = emu
         .requests()
@@ -534,8 +534,14 @@ fn boot_tells_each_step_and_powering_on_before_the_power_on_request() {
     })
     .expect("boot");
     let cd = format!("{system}/VirtualMedia/Cd");
-    // The fake system boots its disk (`Hdd`) until told otherwise, and its CD starts empty.
+    // The fake system boots its disk (`Hdd`) until told otherwise, and its CD starts empty; the
+    // power request counted at the power-off is ibi's, the test's own came before `first`.
+    let found = BootEvent::Found {
+        system: system.clone(),
+        uuid: Some(emu.uuid.clone()),
+    };
     let want = [
+        (found, 0, "On", Some(false), "Hdd"),
         (BootEvent::PoweredOff, 1, "Off", Some(false), "Hdd"),
         (
             BootEvent::Inserted { media: cd.clone() },

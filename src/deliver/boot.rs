@@ -62,9 +62,15 @@ pub enum Job {
     Check,
 }
 
-/// A step of a boot, told to the caller as it happens.
+/// A step of a job, told to the caller as it happens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BootEvent {
+    /// The System was found, before anything is changed (every job): its path, and its `UUID` in
+    /// lower case when the BMC shows one.
+    Found {
+        system: String,
+        uuid: Option<String>,
+    },
     /// The host is off (it was, or it has been powered off and the BMC says so).
     PoweredOff,
     /// The image is in this virtual-media slot.
@@ -178,7 +184,8 @@ pub fn run(req: &BootRequest) -> Result<Report> {
 }
 
 /// Runs the job with one client (one kept-alive connection to the BMC), telling `on` each step
-/// of a boot as it happens: `PoweringOn` before the power-on is asked for.
+/// as it happens: `Found` before anything is changed, `PoweringOn` before the power-on is asked
+/// for.
 pub fn run_observed(req: &BootRequest, on: &mut dyn FnMut(BootEvent)) -> Result<Report> {
     let deadline = Instant::now() + req.timeout;
     let mut c = Client::new(&req.bmc, req.client.clone())?;
@@ -205,6 +212,10 @@ pub fn run_observed(req: &BootRequest, on: &mut dyn FnMut(BootEvent)) -> Result<
         uuid: sys.data.uuid.as_ref().map(|u| u.to_ascii_lowercase()),
         ..Report::default()
     };
+    on(BootEvent::Found {
+        system: report.system.clone(),
+        uuid: report.uuid.clone(),
+    });
     match &req.job {
         Job::Boot { iso, from, iso_ca } => {
             let mut stage = Stage::PoweringOff;
@@ -493,18 +504,8 @@ mod tests {
 
     #[test]
     fn advice_is_in_the_words_of_the_command_that_was_run() {
-        let refused = |user_given| RedfishError::Unauthorized {
-            bmc: "https://b".into(),
-            call: "GET /redfish/v1/Systems".into(),
-            status: 401,
-            user_given,
-        };
-        let untrusted = |ca_given| RedfishError::Tls {
-            bmc: "https://b".into(),
-            call: "GET /redfish/v1/".into(),
-            detail: "certificate verify failed".into(),
-            ca_given,
-        };
+        let refused = RedfishError::refused_for_test;
+        let untrusted = RedfishError::untrusted_for_test;
         let inventory = Ways {
             credentials: "bmc.user with bmc.passwordFile or bmc.passwordEnv",
             trust: "bmc.caFile or bmc.insecure",

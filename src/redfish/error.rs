@@ -117,6 +117,28 @@ impl RedfishError {
     }
 }
 
+/// Refusals as the client makes them, for tests of the layers that word advice on them.
+#[cfg(test)]
+impl RedfishError {
+    pub(crate) fn refused_for_test(user_given: bool) -> Self {
+        Self::Unauthorized {
+            bmc: "https://b".into(),
+            call: "GET /redfish/v1/Systems".into(),
+            status: 401,
+            user_given,
+        }
+    }
+
+    pub(crate) fn untrusted_for_test(ca_given: bool) -> Self {
+        Self::Tls {
+            bmc: "https://b".into(),
+            call: "GET /redfish/v1/".into(),
+            detail: "certificate verify failed".into(),
+            ca_given,
+        }
+    }
+}
+
 /// The message ids and the readable text of a Redfish error body (`{"error": {"message",
 /// "@Message.ExtendedInfo": [{"MessageId", "Message"}]}}`), else the body's start as text.
 pub fn error_details(body: &[u8]) -> (Vec<String>, String) {
@@ -202,18 +224,8 @@ mod tests {
 
     #[test]
     fn refusals_say_whether_a_user_or_a_ca_was_given() {
-        let refused = |user_given| RedfishError::Unauthorized {
-            bmc: "https://b".into(),
-            call: "GET /redfish/v1/Systems".into(),
-            status: 401,
-            user_given,
-        };
-        let untrusted = |ca_given| RedfishError::Tls {
-            bmc: "https://b".into(),
-            call: "GET /redfish/v1/".into(),
-            detail: "certificate verify failed".into(),
-            ca_given,
-        };
+        let refused = RedfishError::refused_for_test;
+        let untrusted = RedfishError::untrusted_for_test;
         let cases = [
             (
                 refused(true),

@@ -101,6 +101,8 @@ fn run_bounded(cmd: &mut Command) -> Result<(), String> {
 /// A running emulator; stopped by PID when dropped.
 pub struct Emulator {
     child: Option<Child>,
+    bin: PathBuf,
+    port: u16,
     pub url: String,
     pub cert: PathBuf,
     pub password_file: PathBuf,
@@ -116,59 +118,105 @@ impl Emulator {
 
     /// An emulator whose one fake system has `uuid`: a fleet test needs hosts told apart by it.
     pub fn start_with_uuid(bin: &Path, uuid: &str) -> Emulator {
-        let (dir, port) = prepare(uuid);
+        let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
-        let mut cmd = Command::new(bin);
-        cmd.args(["--fake", "-i", "127.0.0.1", "-p", &port.to_string()])
-            .arg("--config")
-            .arg(d.join("emulator.conf"))
-            .arg("--ssl-certificate")
-            .arg(d.join("cert.pem"))
-            .arg("--ssl-key")
-            .arg(d.join("key.pem"));
-        Emulator::spawn(cmd, dir, port, uuid)
-    }
-
-    /// The same emulator served by gunicorn, as sushy-tools' docs offer, instead of its built-in
-    /// Werkzeug server, which closes every connection after one answer: gunicorn's threaded worker
-    /// keeps connections alive (5 s idle, the Apache default), as a BMC's web server does.
-    pub fn start_kept_alive(gunicorn: &Path) -> Emulator {
-        let (dir, port) = prepare(SYSTEM_UUID);
-        let d = dir.path();
-        let mut cmd = Command::new(gunicorn);
-        cmd.args(["-b", &format!("127.0.0.1:{port}")])
-            .args(["-k", "gthread", "--threads", "4", "--keep-alive", "5"])
-            .args(["--graceful-timeout", "1"])
-            .args(["--no-control-socket", "--access-logfile", "-"])
-            .arg("--certfile")
-            .arg(d.join("cert.pem"))
-            .arg("--keyfile")
-            .arg(d.join("key.pem"))
-            .arg("sushy_tools.emulator.main:app")
-            .env("SUSHY_EMULATOR_CONFIG", d.join("emulator.conf"));
-        Emulator::spawn(cmd, dir, port, SYSTEM_UUID)
-    }
-
-    fn spawn(mut cmd: Command, dir: tempfile::TempDir, port: u16, uuid: &str) -> Emulator {
-        let d = dir.path();
-        let child = cmd
-            .env("TMPDIR", d.join("tmp"))
-            .stdout(std::fs::File::create(d.join("log")).expect("log"))
-            .stderr(Stdio::from(
-                std::fs::File::create(d.join("log.err")).expect("log"),
-            ))
-            .spawn()
-            .expect("starting sushy-emulator");
-        let emu = Emulator {
-            child: Some(child),
+        for sub in ["state", "tmp"] {
+            std::fs::create_dir(d.join(sub)).expect("mkdir");
+        }
+        let hash = bcrypt::hash(PASSWORD, 4).expect("bcrypt");
+        std::fs::write(d.join("htpasswd"), format!("{USER}:{hash}\n")).expect("htpasswd");
+        std::fs::write(d.join("password"), format!("{PASSWORD}\n")).expect("password file");
+        let (cert, key) = generate(&[Host::parse("127.0.0.1")]).expect("certificate");
+        std::fs::write(d.join("cert.pem"), cert).expect("cert");
+        std::fs::write(d.join("key.pem"), key).expect("key");
+        std::fs::write(
+            d.join("emulator.conf"),
+            format!(
+                "SUSHY_EMULATOR_AUTH_FILE = '{}'\nSUSHY_EMULATOR_STATE_DIR = '{}'\nSUSHY_EMULATOR_FAKE_DRIVER = True\n\
+                 SUSHY_EMULATOR_FAKE_SYSTEMS = [{{'uuid': '{uuid}', 'name': 'fake', 'power_state': 'Off', \
+                 'nics': [{{'mac': '00:5c:52:31:3a:9c', 'ip': '172.22.0.100'}}]}}]\n",
+                d.join("htpasswd").display(),
+                d.join("state").display()
+            ),
+        )
+        .expect("config");
+        let port = free_port();
+        let mut emu = Emulator {
+            child: None,
+            bin: bin.to_path_buf(),
+            port,
             url: format!("https://127.0.0.1:{port}"),
             cert: d.join("cert.pem"),
             password_file: d.join("password"),
             dir,
             uuid: uuid.to_string(),
         };
-        emu.wait_ready();
+        emu.launch();
         emu
+    }
+
+    /// The same emulator served by gunicorn (`gunicorn`, from [`gunicorn`]), as sushy-tools'
+    /// docs offer, instead of its built-in Werkzeug server, which closes every connection after
+    /// one answer: gunicorn's threaded worker keeps connections alive (5 s idle, the Apache
+    /// default), as a BMC's web server does.
+    pub fn start_kept_alive(gunicorn: &Path) -> Emulator {
+        Emulator::start_with_uuid(gunicorn, SYSTEM_UUID)
+    }
+
+    /// Starts the emulator process on its port and state (again, after [`Emulator::pause`]).
+    fn launch(&mut self) {
+        let d = self.dir.path();
+        let log = |name: &str| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(d.join(name))
+                .expect("log")
+        };
+        let mut cmd = Command::new(&self.bin);
+        if self.bin.ends_with("gunicorn") {
+            cmd.args(["-b", &format!("127.0.0.1:{}", self.port)])
+                .args(["-k", "gthread", "--threads", "4", "--keep-alive", "5"])
+                .args(["--graceful-timeout", "1", "--no-control-socket"])
+                .args(["--access-logfile", "-"])
+                .arg("--certfile")
+                .arg(d.join("cert.pem"))
+                .arg("--keyfile")
+                .arg(d.join("key.pem"))
+                .arg("sushy_tools.emulator.main:app")
+                .env("SUSHY_EMULATOR_CONFIG", d.join("emulator.conf"));
+        } else {
+            cmd.args(["--fake", "-i", "127.0.0.1", "-p", &self.port.to_string()])
+                .arg("--config")
+                .arg(d.join("emulator.conf"))
+                .arg("--ssl-certificate")
+                .arg(d.join("cert.pem"))
+                .arg("--ssl-key")
+                .arg(d.join("key.pem"));
+        }
+        let child = cmd
+            .env("TMPDIR", d.join("tmp"))
+            .stdout(Stdio::from(log("log")))
+            .stderr(Stdio::from(log("log.err")))
+            .spawn()
+            .expect("starting sushy-emulator");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    /// The BMC goes away (its process stopped by PID); its state stays on disk for
+    /// [`Emulator::resume`]: a BMC that is briefly down, as a real one is during a reset.
+    pub fn pause(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            super::stop_child(&mut c);
+        }
+    }
+
+    /// The BMC back on the same address with the state it had.
+    pub fn resume(&mut self) {
+        if self.child.is_none() {
+            self.launch();
+        }
     }
 
     fn wait_ready(&self) {
@@ -210,28 +258,15 @@ impl Emulator {
 
     /// POST a JSON body with the right credentials; whether the emulator accepted it.
     pub fn post(&self, path: &str, body: &serde_json::Value) -> bool {
-        let Ok(pem) = std::fs::read(&self.cert) else {
-            return false;
-        };
-        let Some(client) = reqwest::Certificate::from_pem(&pem).ok().and_then(|c| {
-            reqwest::blocking::Client::builder()
-                .tls_certs_only([c])
-                .timeout(Duration::from_secs(10))
-                .build()
-                .ok()
-        }) else {
-            return false;
-        };
-        client
-            .post(format!("{}{path}", self.url))
-            .basic_auth(USER, Some(PASSWORD))
-            .json(body)
-            .send()
-            .is_ok_and(|r| r.status().is_success())
+        self.send(reqwest::Method::POST, path, body)
     }
 
     /// PATCH a JSON body with the right credentials; whether the emulator accepted it.
     pub fn patch(&self, path: &str, body: &serde_json::Value) -> bool {
+        self.send(reqwest::Method::PATCH, path, body)
+    }
+
+    fn send(&self, method: reqwest::Method, path: &str, body: &serde_json::Value) -> bool {
         let Ok(pem) = std::fs::read(&self.cert) else {
             return false;
         };
@@ -245,7 +280,7 @@ impl Emulator {
             return false;
         };
         client
-            .patch(format!("{}{path}", self.url))
+            .request(method, format!("{}{path}", self.url))
             .basic_auth(USER, Some(PASSWORD))
             .json(body)
             .send()
@@ -328,34 +363,6 @@ fn strip_ansi(text: &str) -> String {
         }
     }
     out
-}
-
-/// A fresh directory for one emulator (state, TMPDIR, htpasswd, password file, certificate and
-/// config for one fake system with `uuid`) and a free port for it.
-fn prepare(uuid: &str) -> (tempfile::TempDir, u16) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = dir.path();
-    for sub in ["state", "tmp"] {
-        std::fs::create_dir(d.join(sub)).expect("mkdir");
-    }
-    let hash = bcrypt::hash(PASSWORD, 4).expect("bcrypt");
-    std::fs::write(d.join("htpasswd"), format!("{USER}:{hash}\n")).expect("htpasswd");
-    std::fs::write(d.join("password"), format!("{PASSWORD}\n")).expect("password file");
-    let (cert, key) = generate(&[Host::parse("127.0.0.1")]).expect("certificate");
-    std::fs::write(d.join("cert.pem"), cert).expect("cert");
-    std::fs::write(d.join("key.pem"), key).expect("key");
-    std::fs::write(
-        d.join("emulator.conf"),
-        format!(
-            "SUSHY_EMULATOR_AUTH_FILE = '{}'\nSUSHY_EMULATOR_STATE_DIR = '{}'\nSUSHY_EMULATOR_FAKE_DRIVER = True\n\
-             SUSHY_EMULATOR_FAKE_SYSTEMS = [{{'uuid': '{uuid}', 'name': 'fake', 'power_state': 'Off', \
-             'nics': [{{'mac': '00:5c:52:31:3a:9c', 'ip': '172.22.0.100'}}]}}]\n",
-            d.join("htpasswd").display(),
-            d.join("state").display()
-        ),
-    )
-    .expect("config");
-    (dir, free_port())
 }
 
 /// The venv's `gunicorn` (sushy-tools' documented WSGI server), installed into the emulator's
