@@ -7,9 +7,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use crate::cli::{BootDevice, BootOpts};
-use crate::deliver::boot::{self, BootFrom, BootRequest, Job};
+use crate::deliver::boot::{self, BootFrom, BootRequest, Job, Ways};
 use crate::redfish::system::Patience;
-use crate::redfish::{ClientOptions, Credentials, RedfishError, RetryPolicy, Trust};
+use crate::redfish::{ClientOptions, Credentials, RetryPolicy, Trust};
 use crate::util::fs::read_input_file;
 use crate::util::secret::Secret;
 
@@ -18,6 +18,10 @@ const PASSWORD_ENV: &str = "IBI_BMC_PASSWORD";
 /// One request's bound; the insert (during which some BMCs download the image) gets --timeout.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_SMALL_FILE: u64 = 1 << 20;
+/// How this command's user gives a BMC user, for the advice a refusal gets.
+const CREDENTIAL_WAYS: &str =
+    "--bmc-user USER (or IBI_BMC_USER) with --bmc-password-file FILE (or IBI_BMC_PASSWORD)";
+const TRUST_WAYS: &str = "--bmc-ca FILE (its CA) or --bmc-insecure";
 
 pub fn run(o: &BootOpts) -> Result<()> {
     if o.bmc.username() != "" || o.bmc.password().is_some() {
@@ -50,7 +54,16 @@ pub fn run(o: &BootOpts) -> Result<()> {
         timeout: Duration::from_secs(o.timeout),
         patience: Patience::default(),
     };
-    let report = boot::run(&req).map_err(hint)?;
+    let ca = o
+        .bmc_ca
+        .as_ref()
+        .map(|f| format!("--bmc-ca {}", f.display()));
+    let ways = Ways {
+        credentials: CREDENTIAL_WAYS,
+        trust: TRUST_WAYS,
+        ca_given: ca.as_deref(),
+    };
+    let report = boot::run(&req).map_err(|e| boot::advise(e, &ways))?;
     println!("bmc     {}", report.bmc);
     println!("system  {}", report.system);
     println!("media   {}", report.media);
@@ -58,16 +71,6 @@ pub fn run(o: &BootOpts) -> Result<()> {
     println!("boot    {}", report.boot);
     println!("power   {}", report.power);
     Ok(())
-}
-
-/// Adds what the user can do about a refused certificate: the client does not know our flags.
-fn hint(e: anyhow::Error) -> anyhow::Error {
-    match e.downcast_ref::<RedfishError>() {
-        Some(RedfishError::Tls { .. }) => e.context(
-            "the BMC's certificate is not trusted: pass --bmc-ca FILE (its CA) or --bmc-insecure",
-        ),
-        _ => e,
-    }
 }
 
 fn trust(o: &BootOpts) -> Result<Trust> {

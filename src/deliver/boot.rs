@@ -1,4 +1,5 @@
-//! The two boots of an image-based install, driven through the host's BMC.
+//! The two boots of an image-based install, driven through the host's BMC, and a look that
+//! changes nothing.
 //!
 //! Factory (`BootFrom::Cd`): the installation ISO as a virtual CD and a **one-time** UEFI override
 //! to it; a persistent one would reinstall the host on its next reboot. Site (`BootFrom::Disk`):
@@ -6,17 +7,22 @@
 //! so the host boots its disk and post-pivot finds the `cluster-config` device, which it polls for
 //! with no time limit: the media stays inserted. Both in the order Ironic uses on every vendor:
 //! power off, eject (never trusting `Inserted`), insert, boot override after the insert, power on.
+//! The caller hears each step as it happens ([`BootEvent`]), so it can record "this host may
+//! boot" before the power-on is asked for; a failure after the power-off says where the power
+//! was left ([`PowerLeft`]). `Job::Check` only reads: the system, its UUID and its CD slots.
 
+use std::fmt;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use reqwest::Url;
-use tracing::info;
+use tracing::{debug, info};
 
 use crate::redfish::system::{self, ENABLED_ONCE, Patience, Power, System, TARGET_CD};
 use crate::redfish::vmedia::{self, Slot};
-use crate::redfish::{Client, ClientOptions};
+use crate::redfish::{Client, ClientOptions, RedfishError};
 use crate::util::secret::Secret;
+use crate::util::text::{clip, escape_control};
 
 /// Where the service root is when the user gives only the BMC's address.
 const SERVICE_ROOT: &str = "/redfish/v1/";
@@ -24,6 +30,12 @@ const SERVICE_ROOT: &str = "/redfish/v1/";
 const MIN_TOKEN_CHARS: usize = 16;
 /// A floor for the insert call: BMCs that download the image before answering need time.
 const MIN_INSERT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The bound on the one look at the power state after a failure.
+const POWER_LOOK_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most characters of a BMC's own words (a power state, a boot target) kept in a message.
+const MAX_BMC_WORD: usize = 40;
+/// The most characters of an image URL a BMC shows (as [`display_url`] shows it).
+const MAX_BMC_URL: usize = 200;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BootFrom {
@@ -45,6 +57,100 @@ pub enum Job {
     },
     /// Eject every virtual CD and clear a pending CD override.
     Eject,
+    /// Only look: log in, find the system and its virtual CD slots, with GETs (and the session
+    /// login and logout where the BMC has sessions). Power, media and boot are left alone.
+    Check,
+}
+
+/// A step of a job, told to the caller as it happens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BootEvent {
+    /// The System was found, before anything is changed (every job): its path, and its `UUID` in
+    /// lower case when the BMC shows one.
+    Found {
+        system: String,
+        uuid: Option<String>,
+    },
+    /// The host is off (it was, or it has been powered off and the BMC says so).
+    PoweredOff,
+    /// The image is in this virtual-media slot.
+    Inserted { media: String },
+    /// Told just before the power-on is asked for: from here the host may boot the image.
+    PoweringOn,
+    /// The BMC says the host is on.
+    PoweredOn,
+}
+
+/// Where a failed boot left the host's power, as read from the BMC after the failure (`state`,
+/// `None` when it could not be read), added to the error: the user, and `ibi deploy` by
+/// downcasting, learn whether the host may be running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PowerLeft {
+    /// The BMC's `PowerState` after the failure, clipped and escaped.
+    pub state: Option<String>,
+    /// How far the boot got.
+    pub stage: Stage,
+}
+
+/// How far a boot got with the power.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// The power-off was asked for, or not yet confirmed.
+    PoweringOff,
+    /// The host was seen off.
+    Off,
+    /// The power-on was asked for.
+    PoweringOn,
+}
+
+impl fmt::Display for PowerLeft {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.state.as_deref(), self.stage) {
+            (Some("Off"), _) => f.write_str("the host was left powered off"),
+            (Some("On"), _) => f.write_str("the host was left powered on"),
+            (Some(s), _) => write!(f, "the host was left in power state {s}"),
+            (None, Stage::PoweringOff) => {
+                f.write_str("the host's power state could not be read: it may be on or off")
+            }
+            (None, Stage::Off) => f.write_str(
+                "the host was left powered off (so it was last seen; its power state could not be read again)",
+            ),
+            (None, Stage::PoweringOn) => f.write_str(
+                "the host may have been powered on (its power state could not be read)",
+            ),
+        }
+    }
+}
+
+/// How the user of a command gives a BMC's user and CA: named in the advice [`advise`] adds.
+#[derive(Debug, Clone, Copy)]
+pub struct Ways<'a> {
+    /// How to give a user and password, e.g. `--bmc-user USER (or IBI_BMC_USER) with …`.
+    pub credentials: &'a str,
+    /// How to give a CA or skip the check, e.g. `--bmc-ca FILE (its CA) or --bmc-insecure`.
+    pub trust: &'a str,
+    /// Where the CA in use was given, e.g. `--bmc-ca /etc/ibi/bmc-ca.pem`; `None`: "the CA given".
+    pub ca_given: Option<&'a str>,
+}
+
+/// Adds to a BMC error what the user can do about it, in the words of the command they ran:
+/// give a user when none was given, a CA that signed the BMC's certificate when the one given
+/// did not verify it, a CA (or `insecure`) when the system's trust store did not.
+pub fn advise(e: anyhow::Error, ways: &Ways) -> anyhow::Error {
+    let advice = match e.downcast_ref::<RedfishError>() {
+        Some(RedfishError::Unauthorized {
+            user_given: false, ..
+        }) => format!("the BMC wants a user: give {}", ways.credentials),
+        Some(RedfishError::Tls { ca_given: true, .. }) => format!(
+            "{} did not verify the BMC's certificate: give the CA that signed it",
+            ways.ca_given.unwrap_or("the CA given")
+        ),
+        Some(RedfishError::Tls { .. }) => {
+            format!("the BMC's certificate is not trusted: pass {}", ways.trust)
+        }
+        _ => return e,
+    };
+    e.context(advice)
 }
 
 #[derive(Debug, Clone)]
@@ -58,7 +164,8 @@ pub struct BootRequest {
     pub patience: Patience,
 }
 
-/// What was done, for the command to print.
+/// What was done, for the command to print; for `Job::Check`, what is there (every CD slot, the
+/// image in the first that holds one, the boot override, the power state).
 #[derive(Debug, Default)]
 pub struct Report {
     pub bmc: String,
@@ -71,24 +178,14 @@ pub struct Report {
     pub uuid: Option<String>,
 }
 
-/// A moment of a boot job its caller may need to record before it goes on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BootEvent {
-    /// The System was found (before anything is changed): its path, and its `UUID` in lower case
-    /// when the BMC shows one.
-    Found {
-        system: String,
-        uuid: Option<String>,
-    },
-    /// The power-on request is about to be sent: from here on the host may boot.
-    PoweringOn,
-}
-
+/// Runs the job; see [`run_observed`].
 pub fn run(req: &BootRequest) -> Result<Report> {
     run_observed(req, &mut |_| {})
 }
 
-/// [`run`], telling `on` of each [`BootEvent`] before it happens.
+/// Runs the job with one client (one kept-alive connection to the BMC), telling `on` each step
+/// as it happens: `Found` before anything is changed, `PoweringOn` before the power-on is asked
+/// for.
 pub fn run_observed(req: &BootRequest, on: &mut dyn FnMut(BootEvent)) -> Result<Report> {
     let deadline = Instant::now() + req.timeout;
     let mut c = Client::new(&req.bmc, req.client.clone())?;
@@ -120,50 +217,73 @@ pub fn run_observed(req: &BootRequest, on: &mut dyn FnMut(BootEvent)) -> Result<
         uuid: report.uuid.clone(),
     });
     match &req.job {
-        Job::Boot { iso, from, iso_ca } => boot(
-            &mut c,
-            &sys,
-            &slots,
-            iso,
-            *from,
-            iso_ca.as_deref(),
-            deadline,
-            req,
-            &mut report,
-            on,
-        )?,
+        Job::Boot { iso, from, iso_ca } => {
+            let mut stage = Stage::PoweringOff;
+            let image = Image {
+                url: iso,
+                from: *from,
+                ca: iso_ca.as_deref(),
+            };
+            let steps = Steps {
+                sys: &sys,
+                slots: &slots,
+                deadline,
+                patience: &req.patience,
+            };
+            boot(&mut c, &steps, &image, &mut report, &mut stage, on)
+                .map_err(|e| e.context(power_left(&mut c, &sys, stage)))?
+        }
         Job::Eject => eject(&mut c, &sys, &slots, &req.patience, &mut report)?,
+        Job::Check => look(&sys, &slots, &mut report),
     }
+    let (connections, requests) = c.usage();
+    debug!(bmc = %report.bmc, requests, connections, "BMC job done");
     c.logout();
     Ok(report)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The image of a boot and how the host boots with it.
+struct Image<'a> {
+    url: &'a Secret,
+    from: BootFrom,
+    ca: Option<&'a str>,
+}
+
+/// What every step of a boot works on.
+struct Steps<'a> {
+    sys: &'a System,
+    slots: &'a [Slot],
+    deadline: Instant,
+    patience: &'a Patience,
+}
+
+/// The boot itself; `stage` follows the power, for the error a failure gets.
 fn boot(
     c: &mut Client,
-    sys: &System,
-    slots: &[Slot],
-    iso: &Secret,
-    from: BootFrom,
-    iso_ca: Option<&str>,
-    deadline: Instant,
-    req: &BootRequest,
+    s: &Steps,
+    image: &Image,
     report: &mut Report,
+    stage: &mut Stage,
     on: &mut dyn FnMut(BootEvent),
 ) -> Result<()> {
-    let p = &req.patience;
+    let (sys, p) = (s.sys, s.patience);
     info!("powering {} off", sys.path);
     system::reset(c, sys, Power::Off, p)?;
-    system::wait_power(c, sys, Power::Off, deadline, p)?;
-    for slot in slots {
+    system::wait_power(c, sys, Power::Off, s.deadline, p)?;
+    *stage = Stage::Off;
+    on(BootEvent::PoweredOff);
+    for slot in s.slots {
         vmedia::eject(c, slot)?;
     }
-    let slot = insert_somewhere(c, slots, iso, iso_ca, deadline)?;
+    let slot = insert_somewhere(c, s.slots, image.url, image.ca, s.deadline)?;
     report.media = slot.path().to_string();
-    report.image = display_url(iso.expose_str());
+    report.image = display_url(image.url.expose_str());
+    on(BootEvent::Inserted {
+        media: report.media.clone(),
+    });
     // The insert may change the system's ETag and Boot: read it again before the override.
     let sys = system::read_system(c, &sys.path)?;
-    report.boot = match from {
+    report.boot = match image.from {
         BootFrom::Cd => {
             system::set_boot_override(c, &sys, TARGET_CD, ENABLED_ONCE, p)?;
             "one-time override to the virtual CD (UEFI)".to_string()
@@ -175,10 +295,54 @@ fn boot(
     };
     info!("powering {} on", sys.path);
     on(BootEvent::PoweringOn);
+    *stage = Stage::PoweringOn;
     system::reset(c, &sys, Power::On, p)?;
-    system::wait_power(c, &sys, Power::On, deadline, p)?;
+    system::wait_power(c, &sys, Power::On, s.deadline, p)?;
+    on(BootEvent::PoweredOn);
     report.power = Power::On.as_str().to_string();
     Ok(())
+}
+
+/// One bounded look at the power after a failed boot step.
+fn power_left(c: &mut Client, sys: &System, stage: Stage) -> PowerLeft {
+    let state = match system::power_state_once(c, sys, POWER_LOOK_TIMEOUT) {
+        Ok(s) => Some(bmc_word(&s)),
+        Err(e) => {
+            debug!("reading the power state after the failure: {e:#}");
+            None
+        }
+    };
+    PowerLeft { state, stage }
+}
+
+/// What the BMC shows, for a look that changes nothing: the CD slots and what the first with
+/// media holds, the boot override, the power state.
+fn look(sys: &System, slots: &[Slot], report: &mut Report) {
+    report.media = slots.iter().map(Slot::path).collect::<Vec<_>>().join(", ");
+    report.image = slots
+        .iter()
+        .filter(|s| s.data.inserted != Some(false))
+        .find_map(|s| s.data.image.as_deref().filter(|i| !i.is_empty()))
+        .map_or_else(
+            || "(none)".to_string(),
+            |i| escape_control(&clip(&display_url(i), MAX_BMC_URL)),
+        );
+    let boot = sys.data.boot.clone().unwrap_or_default();
+    report.boot = match (
+        boot.boot_source_override_target.as_deref(),
+        boot.boot_source_override_enabled.as_deref(),
+    ) {
+        (Some(target), Some(enabled)) if enabled != "Disabled" && target != "None" => {
+            format!("override to {} ({})", bmc_word(target), bmc_word(enabled))
+        }
+        _ => "no override".to_string(),
+    };
+    report.power = bmc_word(sys.data.power_state.as_deref().unwrap_or("unknown"));
+}
+
+/// A BMC's word as it may be shown: bounded, control characters escaped.
+fn bmc_word(text: &str) -> String {
+    escape_control(&clip(text, MAX_BMC_WORD))
 }
 
 /// Inserts into the first slot that takes the image; a slot answering 400/405 (internal-only
@@ -292,6 +456,91 @@ mod tests {
         ];
         for (url, want) in cases {
             assert_eq!(display_url(url), want);
+        }
+    }
+
+    #[test]
+    fn the_power_left_is_said_as_read_or_as_far_as_the_boot_got() {
+        let left = |state: Option<&str>, stage| {
+            PowerLeft {
+                state: state.map(str::to_string),
+                stage,
+            }
+            .to_string()
+        };
+        let cases = [
+            (
+                Some("Off"),
+                Stage::PoweringOn,
+                "the host was left powered off",
+            ),
+            (Some("On"), Stage::Off, "the host was left powered on"),
+            (
+                Some("PoweringOn"),
+                Stage::PoweringOn,
+                "the host was left in power state PoweringOn",
+            ),
+            (
+                None,
+                Stage::PoweringOff,
+                "the host's power state could not be read: it may be on or off",
+            ),
+            (
+                None,
+                Stage::Off,
+                "the host was left powered off (so it was last seen; its power state could not be read again)",
+            ),
+            (
+                None,
+                Stage::PoweringOn,
+                "the host may have been powered on (its power state could not be read)",
+            ),
+        ];
+        for (state, stage, want) in cases {
+            assert_eq!(left(state, stage), want);
+        }
+        assert_eq!(bmc_word("On\u{1b}[2J"), "On\\x1b[2J");
+    }
+
+    #[test]
+    fn advice_is_in_the_words_of_the_command_that_was_run() {
+        let refused = RedfishError::refused_for_test;
+        let untrusted = RedfishError::untrusted_for_test;
+        let inventory = Ways {
+            credentials: "bmc.user with bmc.passwordFile or bmc.passwordEnv",
+            trust: "bmc.caFile or bmc.insecure",
+            ca_given: None,
+        };
+        let named = Ways {
+            ca_given: Some("bmc.caFile ca.pem"),
+            ..inventory
+        };
+        let cases = [
+            (
+                refused(false),
+                inventory,
+                "the BMC wants a user: give bmc.user with bmc.passwordFile or bmc.passwordEnv: ",
+            ),
+            (
+                untrusted(true),
+                inventory,
+                "the CA given did not verify the BMC's certificate: give the CA that signed it: ",
+            ),
+            (
+                untrusted(true),
+                named,
+                "bmc.caFile ca.pem did not verify the BMC's certificate: give the CA that signed it: ",
+            ),
+            (
+                untrusted(false),
+                inventory,
+                "the BMC's certificate is not trusted: pass bmc.caFile or bmc.insecure: ",
+            ),
+            (refused(true), inventory, "BMC https://b: "),
+        ];
+        for (e, ways, want) in cases {
+            let shown = format!("{:#}", advise(anyhow::Error::new(e), &ways));
+            assert!(shown.starts_with(want), "{shown}");
         }
     }
 

@@ -1,15 +1,19 @@
 //! The transport: blocking reqwest (native-tls, so the system OpenSSL) with the habits BMCs need:
-//! `Connection: close` on every request (long-lived connections choke many BMCs), no compression
-//! (weak or `-gzip` ETags follow from it), a session login with Basic auth as the fallback, one
-//! new login on a 401, bounded retries with backoff on connection failures and 5xx (honouring
-//! `Retry-After`), and 202 task monitors followed to their end. Secrets registered with
-//! [`Client::redact`] are scrubbed from every error text a BMC sends back.
+//! one kept-alive connection per client (BMCs allow few connections, and a TLS handshake per call
+//! is what loads them), no compression (weak or `-gzip` ETags follow from it), a session login with
+//! Basic auth as the fallback, one new login on a 401, bounded retries with backoff on connection
+//! failures and 5xx (honouring `Retry-After`), one retry at once on a new connection when a reused
+//! one turns out to have been closed by the BMC, and 202 task monitors followed to their end.
+//! Secrets registered with [`Client::redact`] are scrubbed from every error text a BMC sends back.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use reqwest::blocking::{Client as Http, RequestBuilder};
-use reqwest::header::{ACCEPT, ACCEPT_ENCODING, CONNECTION, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
+use reqwest::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use reqwest::{Method, Url};
 use serde_json::{Value, json};
 use tracing::{debug, warn};
@@ -28,6 +32,10 @@ const LOGOUT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The Redfish task states after which nothing changes (DSP0268 Task.TaskState).
 const TASK_FAILED_STATES: [&str; 3] = ["Exception", "Killed", "Cancelled"];
 const TASK_DONE_STATE: &str = "Completed";
+/// How long an idle connection is kept for the next call: longer than the 2 s power poll, so a
+/// boot keeps its one connection through the waits, and shorter than the 5 s keep-alive timeout
+/// common web servers default to (Apache, lighttpd), so a BMC seldom closes one as it is reused.
+const IDLE_KEPT: Duration = Duration::from_secs(4);
 
 /// A BMC user and password; the password's `Debug` is redacted.
 #[derive(Clone, Debug)]
@@ -110,6 +118,9 @@ enum Failure {
         err: RedfishError,
         retry_after: Option<Duration>,
     },
+    /// The request went out on a reused connection that broke before any answer: the BMC had
+    /// closed it (its keep-alive timeout) as the request arrived.
+    Stale(RedfishError),
     Unauthorized(RedfishError),
     Final(RedfishError),
 }
@@ -124,13 +135,19 @@ pub struct Client {
     auth: Auth,
     opts: ClientOptions,
     redact: Vec<Secret>,
+    /// Connections opened so far (by the pool's connector): a failed request during which none
+    /// was opened went out on a reused one.
+    opened: Arc<AtomicUsize>,
+    /// Requests sent so far, retries and logins included.
+    sent: AtomicUsize,
 }
 
 impl Client {
     /// Sets up the client for the service at `url`'s origin; nothing is sent yet.
     pub fn new(url: &Url, opts: ClientOptions) -> Result<Self, RedfishError> {
         let origin = origin_of(url);
-        let http = build_http(&opts.trust).map_err(|detail| RedfishError::Protocol {
+        let opened = Arc::new(AtomicUsize::new(0));
+        let http = build_http(&opts.trust, &opened).map_err(|detail| RedfishError::Protocol {
             bmc: origin.clone(),
             call: "setting up TLS".into(),
             detail,
@@ -146,7 +163,17 @@ impl Client {
             auth: Auth::Pending,
             opts,
             redact: Vec::new(),
+            opened,
+            sent: AtomicUsize::new(0),
         })
+    }
+
+    /// How many connections this client has opened and how many requests it has sent.
+    pub fn usage(&self) -> (usize, usize) {
+        (
+            self.opened.load(Ordering::Relaxed),
+            self.sent.load(Ordering::Relaxed),
+        )
     }
 
     /// `scheme://host:port`, the name errors and logs use for this BMC.
@@ -162,6 +189,14 @@ impl Client {
     pub fn get(&mut self, path: &str) -> Result<Reply, RedfishError> {
         let t = self.opts.request_timeout;
         self.call(Method::GET, path, None, None, t)
+    }
+
+    /// One GET bounded by `timeout`, without retries or a new login: a look taken on the way out
+    /// of a failure, which must not add minutes to it.
+    pub fn get_once(&mut self, path: &str, timeout: Duration) -> Result<Reply, RedfishError> {
+        self.ensure_auth()?;
+        self.send_once(&Method::GET, path, None, None, timeout, true)
+            .map_err(Failure::into_error)
     }
 
     /// POSTs `body`; a 202 with a task monitor is followed until the task ends.
@@ -221,11 +256,7 @@ impl Client {
         let uri = uri.clone();
         match self.send_once(&Method::DELETE, &uri, None, None, LOGOUT_TIMEOUT, true) {
             Ok(_) => debug!(bmc = %self.origin, "session deleted"),
-            Err(
-                Failure::Transient { err, .. } | Failure::Unauthorized(err) | Failure::Final(err),
-            ) => {
-                warn!("could not delete the session: {err}")
-            }
+            Err(f) => warn!("could not delete the session: {}", f.into_error()),
         }
         self.auth = Auth::Pending;
     }
@@ -242,9 +273,24 @@ impl Client {
         self.ensure_auth()?;
         let mut attempt = 1;
         let mut logged_in_again = false;
+        let mut stale_retried = false;
         loop {
-            match self.send_once(&method, path, body, if_match, timeout, true) {
+            let outcome = match self.send_once(&method, path, body, if_match, timeout, true) {
+                // A second failure on a reused connection waits its turn like any other.
+                Err(Failure::Stale(err)) if stale_retried => Err(Failure::Transient {
+                    err,
+                    retry_after: None,
+                }),
+                o => o,
+            };
+            match outcome {
                 Ok(reply) => return Ok(reply),
+                Err(Failure::Stale(err)) => {
+                    // The BMC closed the kept-alive connection as the request reached it, so it
+                    // never read it: once more at once; the pool has dropped that connection.
+                    stale_retried = true;
+                    debug!("{err}: the reused connection had been closed; again on a new one");
+                }
                 Err(Failure::Unauthorized(_))
                     if matches!(self.auth, Auth::Session { .. }) && !logged_in_again =>
                 {
@@ -264,13 +310,7 @@ impl Client {
                     );
                     sleep(wait);
                 }
-                Err(
-                    Failure::Transient { err, .. }
-                    | Failure::Unauthorized(err)
-                    | Failure::Final(err),
-                ) => {
-                    return Err(err);
-                }
+                Err(f) => return Err(f.into_error()),
             }
         }
     }
@@ -376,7 +416,6 @@ impl Client {
             .timeout(timeout)
             .header(ACCEPT, "application/json")
             .header(ACCEPT_ENCODING, "identity")
-            .header(CONNECTION, "close")
             .header("OData-Version", "4.0");
         if let Some(body) = body {
             req = req
@@ -390,10 +429,12 @@ impl Client {
             req = self.authorize(req);
         }
         debug!(bmc = %self.origin, %call, "redfish request");
+        let opened = self.opened.load(Ordering::Relaxed);
+        self.sent.fetch_add(1, Ordering::Relaxed);
         let resp = req
             .send()
-            .map_err(|e| self.transport_failure(&call, &e, timeout))?;
-        self.sort_response(&call, resp)
+            .map_err(|e| self.transport_failure(method, &call, &e, timeout, opened))?;
+        self.sort_response(method, &call, resp)
     }
 
     fn authorize(&self, req: RequestBuilder) -> RequestBuilder {
@@ -406,6 +447,7 @@ impl Client {
 
     fn sort_response(
         &self,
+        method: &Method,
         call: &str,
         resp: reqwest::blocking::Response,
     ) -> Result<Reply, Failure> {
@@ -413,9 +455,16 @@ impl Client {
         let headers = resp.headers().clone();
         let bytes = resp
             .bytes()
-            .map_err(|e| Failure::Transient {
-                err: self.connection(call, &e),
-                retry_after: None,
+            .map_err(|e| {
+                // The BMC answered, so it acted: only a request that may be repeated is.
+                if repeatable(method) {
+                    Failure::Transient {
+                        err: self.connection(call, &e),
+                        retry_after: None,
+                    }
+                } else {
+                    Failure::Final(self.connection(call, &e))
+                }
             })?
             .to_vec();
         if status < 400 {
@@ -428,7 +477,12 @@ impl Client {
             scrub(&message, &self.redact),
         );
         Err(match status {
-            401 | 403 => Failure::Unauthorized(RedfishError::Unauthorized { bmc, call, status }),
+            401 | 403 => Failure::Unauthorized(RedfishError::Unauthorized {
+                bmc,
+                call,
+                status,
+                user_given: self.creds.is_some(),
+            }),
             404 => Failure::Final(RedfishError::NotFound { bmc, call, message }),
             500 | 502..=504 => Failure::Transient {
                 retry_after: retry_after(&headers),
@@ -450,8 +504,16 @@ impl Client {
         })
     }
 
-    fn transport_failure(&self, call: &str, e: &reqwest::Error, timeout: Duration) -> Failure {
-        let detail = innermost(e);
+    /// Sorts a request that got no answer. `opened` is the connection count before it was sent:
+    /// unchanged, it went out on a reused connection.
+    fn transport_failure(
+        &self,
+        method: &Method,
+        call: &str,
+        e: &reqwest::Error,
+        timeout: Duration,
+        opened: usize,
+    ) -> Failure {
         if e.is_timeout() {
             return Failure::Final(RedfishError::Timeout {
                 bmc: self.origin.clone(),
@@ -463,13 +525,31 @@ impl Client {
             return Failure::Final(RedfishError::Tls {
                 bmc: self.origin.clone(),
                 call: call.to_string(),
-                detail,
+                detail: innermost(e),
+                ca_given: matches!(self.opts.trust, Trust::Ca(_)),
             });
         }
-        Failure::Transient {
-            err: self.connection(call, e),
-            retry_after: None,
+        let err = self.connection(call, e);
+        if !e.is_connect() && self.opened.load(Ordering::Relaxed) == opened {
+            return Failure::Stale(err);
         }
+        if e.is_connect() || repeatable(method) {
+            // Nothing was sent, or sending it again does no harm.
+            return Failure::Transient {
+                err,
+                retry_after: None,
+            };
+        }
+        // A POST on a new connection that broke after it was sent: the BMC may have acted on it
+        // (powered on, inserted), and a second one could fail or act twice.
+        Failure::Final(RedfishError::Connection {
+            bmc: self.origin.clone(),
+            call: call.to_string(),
+            detail: format!(
+                "{} (after the request was sent; not sent again, as the BMC may have acted on it)",
+                scrub(&innermost(e), &self.redact)
+            ),
+        })
     }
 
     fn connection(&self, call: &str, e: &reqwest::Error) -> RedfishError {
@@ -498,17 +578,65 @@ impl Drop for Client {
 impl Failure {
     fn into_error(self) -> RedfishError {
         match self {
-            Failure::Transient { err, .. } | Failure::Unauthorized(err) | Failure::Final(err) => {
-                err
-            }
+            Failure::Transient { err, .. }
+            | Failure::Stale(err)
+            | Failure::Unauthorized(err)
+            | Failure::Final(err) => err,
         }
     }
 }
 
-fn build_http(trust: &Trust) -> Result<Http, String> {
+/// Whether a request may be sent again after a failure that leaves unknown whether the BMC got
+/// it. PATCH is, here: ibi's PATCHes set values (a boot override, an image), they do not add.
+fn repeatable(method: &Method) -> bool {
+    method.is_idempotent() || *method == Method::PATCH
+}
+
+/// A connector layer that counts the connections the pool opens.
+#[derive(Clone)]
+struct CountConnections(Arc<AtomicUsize>);
+
+impl<S> tower_layer::Layer<S> for CountConnections {
+    type Service = Counted<S>;
+
+    fn layer(&self, inner: S) -> Counted<S> {
+        Counted {
+            inner,
+            opened: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Counted<S> {
+    inner: S,
+    opened: Arc<AtomicUsize>,
+}
+
+impl<S: tower_service::Service<R>, R> tower_service::Service<R> for Counted<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: R) -> S::Future {
+        self.opened.fetch_add(1, Ordering::Relaxed);
+        self.inner.call(req)
+    }
+}
+
+/// The HTTP client: at most one idle connection to the BMC, kept [`IDLE_KEPT`]. A connection the
+/// BMC closes while idle is noticed and dropped by the pool; one it closes as a request arrives is
+/// [`Failure::Stale`].
+fn build_http(trust: &Trust, opened: &Arc<AtomicUsize>) -> Result<Http, String> {
     let builder = Http::builder()
         .user_agent(concat!("ibi/", env!("CARGO_PKG_VERSION")))
-        .pool_max_idle_per_host(0);
+        .pool_max_idle_per_host(1)
+        .pool_idle_timeout(IDLE_KEPT)
+        .connector_layer(CountConnections(opened.clone()));
     let builder = match trust {
         Trust::System => builder,
         Trust::Insecure => builder.tls_danger_accept_invalid_certs(true),
@@ -646,6 +774,157 @@ mod tests {
         assert_eq!(retry_after(&h), Some(Duration::from_secs(5)));
         h.insert(RETRY_AFTER, "86400".parse().unwrap());
         assert_eq!(retry_after(&h), Some(MAX_RETRY_AFTER));
+    }
+
+    /// What a scripted server does with one request it has read.
+    #[derive(Clone, Copy)]
+    enum Step {
+        Answer(u16),
+        /// Close the connection without an answer: a BMC's keep-alive timeout firing as the
+        /// request arrives, or a BMC that drops a connection it has read a request from.
+        Close,
+    }
+
+    /// A web server that follows a script per connection (the Nth accepted connection plays
+    /// `scripts[N]`), standing in for a BMC where the emulator cannot be made to misbehave on
+    /// cue. Returns its URL and the count of connections it accepted.
+    fn scripted(scripts: Vec<Vec<Step>>) -> (Url, Arc<AtomicUsize>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = Url::parse(&format!("http://{}/", listener.local_addr().unwrap())).unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for script in scripts {
+                let Ok((stream, _)) = listener.accept() else {
+                    return;
+                };
+                count.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    let mut out = stream.try_clone().unwrap();
+                    let mut r = BufReader::new(stream);
+                    for step in script {
+                        let mut length = 0;
+                        loop {
+                            let mut line = String::new();
+                            if r.read_line(&mut line).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            let lower = line.to_ascii_lowercase();
+                            if let Some(v) = lower.strip_prefix("content-length:") {
+                                length = v.trim().parse().unwrap();
+                            }
+                            if line == "\r\n" {
+                                break;
+                            }
+                        }
+                        r.read_exact(&mut vec![0; length]).unwrap();
+                        match step {
+                            Step::Answer(204) => out.write_all(b"HTTP/1.1 204 No Content\r\n\r\n"),
+                            Step::Answer(code) => out.write_all(
+                                format!("HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}").as_bytes(),
+                            ),
+                            Step::Close => return,
+                        }
+                        .unwrap();
+                    }
+                    // Kept open until the client closes it.
+                    let _ = r.read_to_end(&mut Vec::new());
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    fn client_for(url: &Url) -> Client {
+        let opts = ClientOptions {
+            trust: Trust::System,
+            credentials: None,
+            request_timeout: Duration::from_secs(10),
+            retry: RetryPolicy {
+                attempts: 4,
+                first_delay: Duration::from_millis(1),
+                max_delay: Duration::from_millis(1),
+            },
+        };
+        Client::new(url, opts).unwrap()
+    }
+
+    #[test]
+    fn calls_share_one_kept_alive_connection() {
+        use Step::Answer;
+        let (url, accepted) = scripted(vec![vec![Answer(200), Answer(204), Answer(200)]]);
+        let mut c = client_for(&url);
+        c.get("/redfish/v1/").unwrap();
+        c.post("/redfish/v1/x", &json!({})).unwrap();
+        c.get("/redfish/v1/Systems").unwrap();
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(c.usage(), (1, 3));
+    }
+
+    #[test]
+    fn a_connection_closed_under_a_request_is_retried_only_when_that_is_safe() {
+        use Step::{Answer, Close};
+        // (scripts, calls after a first GET, whether the last call succeeds, connections)
+        let cases: [(Vec<Vec<Step>>, Method, bool, usize); 4] = [
+            // Reused connection closed as the request came: any method again at once.
+            (
+                vec![vec![Answer(200), Close], vec![Answer(200)]],
+                Method::GET,
+                true,
+                2,
+            ),
+            (
+                vec![vec![Answer(200), Close], vec![Answer(204)]],
+                Method::POST,
+                true,
+                2,
+            ),
+            // A new connection that broke after the request: GET is repeated (with backoff),
+            // POST is not, as the BMC may have acted on it.
+            (
+                vec![vec![Answer(200)], vec![Close], vec![Answer(200)]],
+                Method::GET,
+                true,
+                3,
+            ),
+            (
+                vec![vec![Answer(200)], vec![Close], vec![Answer(204)]],
+                Method::POST,
+                false,
+                2,
+            ),
+        ];
+        for (scripts, method, ok, connections) in cases {
+            let fresh = scripts[0].len() == 1;
+            let (url, accepted) = scripted(scripts);
+            let mut c = client_for(&url);
+            c.get("/redfish/v1/").unwrap();
+            if fresh {
+                // Drop the first connection so the next call opens a new one.
+                c = client_for(&url);
+            }
+            let r = match method {
+                Method::GET => c.get("/redfish/v1/Systems"),
+                _ => c.post(
+                    "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset",
+                    &json!({}),
+                ),
+            };
+            assert_eq!(r.is_ok(), ok, "{method} fresh={fresh}: {r:?}");
+            if let Err(e) = r {
+                assert!(
+                    e.to_string()
+                        .contains("not sent again, as the BMC may have acted on it"),
+                    "{e}"
+                );
+            }
+            assert_eq!(
+                accepted.load(Ordering::SeqCst),
+                connections,
+                "{method} fresh={fresh}"
+            );
+        }
     }
 
     #[test]

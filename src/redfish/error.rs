@@ -13,13 +13,17 @@ const MAX_DETAIL: usize = 300;
 /// `METHOD /path`.
 #[derive(Debug, thiserror::Error)]
 pub enum RedfishError {
-    #[error(
-        "BMC {bmc}: {call}: authentication refused (HTTP {status}): check the user and password"
-    )]
+    #[error("BMC {bmc}: {call}: authentication refused (HTTP {status}): {}", if *.user_given {
+        "check the user and password"
+    } else {
+        "no user was given"
+    })]
     Unauthorized {
         bmc: String,
         call: String,
         status: u16,
+        /// Whether credentials were sent: without, the advice is to give some, not to check them.
+        user_given: bool,
     },
     #[error("BMC {bmc}: {call}: not found (HTTP 404){}", detail_suffix(.message))]
     NotFound {
@@ -42,11 +46,17 @@ pub enum RedfishError {
         call: String,
         seconds: u64,
     },
-    #[error("BMC {bmc}: {call}: the BMC's TLS certificate is not trusted: {detail}")]
+    #[error("BMC {bmc}: {call}: {}: {detail}", if *.ca_given {
+        "the BMC's TLS certificate did not verify against the CA given"
+    } else {
+        "the BMC's TLS certificate is not trusted"
+    })]
     Tls {
         bmc: String,
         call: String,
         detail: String,
+        /// Whether it was checked against a CA the user gave (`Trust::Ca`), not the system's.
+        ca_given: bool,
     },
     #[error("BMC {bmc}: {call}: connection failed: {detail}")]
     Connection {
@@ -103,6 +113,28 @@ impl RedfishError {
             }
             Self::NotFound { message, .. } => message.contains(id_or_text),
             _ => false,
+        }
+    }
+}
+
+/// Refusals as the client makes them, for tests of the layers that word advice on them.
+#[cfg(test)]
+impl RedfishError {
+    pub(crate) fn refused_for_test(user_given: bool) -> Self {
+        Self::Unauthorized {
+            bmc: "https://b".into(),
+            call: "GET /redfish/v1/Systems".into(),
+            status: 401,
+            user_given,
+        }
+    }
+
+    pub(crate) fn untrusted_for_test(ca_given: bool) -> Self {
+        Self::Tls {
+            bmc: "https://b".into(),
+            call: "GET /redfish/v1/".into(),
+            detail: "certificate verify failed".into(),
+            ca_given,
         }
     }
 }
@@ -188,11 +220,32 @@ mod tests {
         );
         assert!(e.mentions("ActionParameterMissing"));
         assert!(!e.mentions("PropertyMissing"));
-        let e = RedfishError::Unauthorized {
-            bmc: "https://b".into(),
-            call: "GET /redfish/v1/Systems".into(),
-            status: 401,
-        };
-        assert!(e.to_string().contains("authentication refused (HTTP 401)"));
+    }
+
+    #[test]
+    fn refusals_say_whether_a_user_or_a_ca_was_given() {
+        let refused = RedfishError::refused_for_test;
+        let untrusted = RedfishError::untrusted_for_test;
+        let cases = [
+            (
+                refused(true),
+                "BMC https://b: GET /redfish/v1/Systems: authentication refused (HTTP 401): check the user and password",
+            ),
+            (
+                refused(false),
+                "BMC https://b: GET /redfish/v1/Systems: authentication refused (HTTP 401): no user was given",
+            ),
+            (
+                untrusted(true),
+                "BMC https://b: GET /redfish/v1/: the BMC's TLS certificate did not verify against the CA given: certificate verify failed",
+            ),
+            (
+                untrusted(false),
+                "BMC https://b: GET /redfish/v1/: the BMC's TLS certificate is not trusted: certificate verify failed",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+        }
     }
 }

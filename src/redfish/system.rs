@@ -161,6 +161,15 @@ pub fn power_state(c: &mut Client, sys: &System) -> Result<String> {
         .unwrap_or_else(|| "unknown".into()))
 }
 
+/// One bounded read of `PowerState`, without retries: a look on the way out of a failure.
+pub fn power_state_once(c: &mut Client, sys: &System, timeout: Duration) -> Result<String> {
+    let reply = c.get_once(&sys.path, timeout)?;
+    let data: ComputerSystem = decode(&reply.body, "ComputerSystem")
+        .map_err(|e| anyhow!("BMC {}: GET {}: {e}", c.origin(), sys.path))?;
+    data.power_state
+        .ok_or_else(|| anyhow!("BMC {}: {} shows no PowerState", c.origin(), sys.path))
+}
+
 /// Asks for `want` unless the system is there already, retrying a 409 (iDRAC10 refuses power-on
 /// for up to a minute after power-off).
 pub fn reset(c: &mut Client, sys: &System, want: Power, patience: &Patience) -> Result<()> {

@@ -398,6 +398,9 @@ impl<'a, 't> Engine<'a, 't> {
                 let saved = match ev {
                     BootEvent::Found { system, uuid } => rec.system(&system, uuid),
                     BootEvent::PoweringOn => rec.mark_booted(),
+                    BootEvent::PoweredOff | BootEvent::Inserted { .. } | BootEvent::PoweredOn => {
+                        Ok(())
+                    }
                 };
                 if marked.is_ok() {
                     marked = saved;

@@ -3,15 +3,20 @@
 //! and TMPDIR per emulator, stopped by PID. The venv is made once under `~/.cache/ibi/test-venv`
 //! (`python3 -m venv` + `pip install sushy-tools`, bounded) and reused.
 
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ibi::deliver::serve::tls::{Host, generate};
 
 /// The version whose behaviour `shared/reference/redfish-test-bmc.md` records.
 const SUSHY_TOOLS: &str = "sushy-tools==2.2.0";
+/// The WSGI server that keeps connections alive (`--no-control-socket` needs 24 or later).
+const GUNICORN: &str = "gunicorn==27.0.1";
 const VENV_TIMEOUT: Duration = Duration::from_secs(600);
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 pub const USER: &str = "admin";
@@ -150,6 +155,14 @@ impl Emulator {
         emu
     }
 
+    /// The same emulator served by gunicorn (`gunicorn`, from [`gunicorn`]), as sushy-tools'
+    /// docs offer, instead of its built-in Werkzeug server, which closes every connection after
+    /// one answer: gunicorn's threaded worker keeps connections alive (5 s idle, the Apache
+    /// default), as a BMC's web server does.
+    pub fn start_kept_alive(gunicorn: &Path) -> Emulator {
+        Emulator::start_with_uuid(gunicorn, SYSTEM_UUID)
+    }
+
     /// Starts the emulator process on its port and state (again, after [`Emulator::pause`]).
     fn launch(&mut self) {
         let d = self.dir.path();
@@ -160,14 +173,28 @@ impl Emulator {
                 .open(d.join(name))
                 .expect("log")
         };
-        let child = Command::new(&self.bin)
-            .args(["--fake", "-i", "127.0.0.1", "-p", &self.port.to_string()])
-            .arg("--config")
-            .arg(d.join("emulator.conf"))
-            .arg("--ssl-certificate")
-            .arg(d.join("cert.pem"))
-            .arg("--ssl-key")
-            .arg(d.join("key.pem"))
+        let mut cmd = Command::new(&self.bin);
+        if self.bin.ends_with("gunicorn") {
+            cmd.args(["-b", &format!("127.0.0.1:{}", self.port)])
+                .args(["-k", "gthread", "--threads", "4", "--keep-alive", "5"])
+                .args(["--graceful-timeout", "1", "--no-control-socket"])
+                .args(["--access-logfile", "-"])
+                .arg("--certfile")
+                .arg(d.join("cert.pem"))
+                .arg("--keyfile")
+                .arg(d.join("key.pem"))
+                .arg("sushy_tools.emulator.main:app")
+                .env("SUSHY_EMULATOR_CONFIG", d.join("emulator.conf"));
+        } else {
+            cmd.args(["--fake", "-i", "127.0.0.1", "-p", &self.port.to_string()])
+                .arg("--config")
+                .arg(d.join("emulator.conf"))
+                .arg("--ssl-certificate")
+                .arg(d.join("cert.pem"))
+                .arg("--ssl-key")
+                .arg(d.join("key.pem"));
+        }
+        let child = cmd
             .env("TMPDIR", d.join("tmp"))
             .stdout(Stdio::from(log("log")))
             .stderr(Stdio::from(log("log.err")))
@@ -231,6 +258,15 @@ impl Emulator {
 
     /// POST a JSON body with the right credentials; whether the emulator accepted it.
     pub fn post(&self, path: &str, body: &serde_json::Value) -> bool {
+        self.send(reqwest::Method::POST, path, body)
+    }
+
+    /// PATCH a JSON body with the right credentials; whether the emulator accepted it.
+    pub fn patch(&self, path: &str, body: &serde_json::Value) -> bool {
+        self.send(reqwest::Method::PATCH, path, body)
+    }
+
+    fn send(&self, method: reqwest::Method, path: &str, body: &serde_json::Value) -> bool {
         let Ok(pem) = std::fs::read(&self.cert) else {
             return false;
         };
@@ -244,11 +280,36 @@ impl Emulator {
             return false;
         };
         client
-            .post(format!("{}{path}", self.url))
+            .request(method, format!("{}{path}", self.url))
             .basic_auth(USER, Some(PASSWORD))
             .json(body)
             .send()
             .is_ok_and(|r| r.status().is_success())
+    }
+
+    /// `host:port`, for a proxy in front of it.
+    pub fn address(&self) -> &str {
+        self.url.trim_start_matches("https://")
+    }
+
+    /// The requests the emulator has answered so far, as `METHOD /path`, from its access log
+    /// (Werkzeug's: `127.0.0.1 - - [date] "GET /redfish/v1/ HTTP/1.1" 200 -`).
+    /// Gunicorn's go to its stdout, `… "GET /redfish/v1/ HTTP/1.1" 200 888 "-" "ibi/0.1.0"`;
+    /// Werkzeug colours the request of an answer other than 200, which is taken off.
+    pub fn requests(&self) -> Vec<String> {
+        let stdout = std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default();
+        format!("{}\n{stdout}", self.log())
+            .lines()
+            .filter_map(|l| {
+                let quoted = strip_ansi(l.split('"').nth(1)?);
+                let mut parts = quoted.split(' ');
+                let (method, path) = (parts.next()?, parts.next()?);
+                parts
+                    .next()?
+                    .starts_with("HTTP/")
+                    .then(|| format!("{method} {path}"))
+            })
+            .collect()
     }
 
     pub fn system(&self) -> serde_json::Value {
@@ -286,8 +347,162 @@ impl Drop for Emulator {
     }
 }
 
+/// `text` without its ANSI colour sequences (`ESC [ … m`).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The venv's `gunicorn` (sushy-tools' documented WSGI server), installed into the emulator's
+/// venv if missing. `None` (with SKIP) outside CI when it cannot be.
+pub fn gunicorn(test: &str) -> Option<PathBuf> {
+    sushy_emulator(test)?;
+    let _once = VENV.lock().unwrap_or_else(|p| p.into_inner());
+    let venv = venv_dir();
+    let bin = venv.join("bin/gunicorn");
+    if bin.is_file() {
+        return Some(bin);
+    }
+    match run_bounded(Command::new(venv.join("bin/pip")).args([
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        GUNICORN,
+    ])) {
+        Ok(()) => Some(bin),
+        Err(e) => {
+            crate::common::skip(test, &format!("no gunicorn in the venv ({e})"));
+            None
+        }
+    }
+}
+
 /// A port free now on 127.0.0.1 (the emulator binds it itself a moment later).
 pub fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("binding a free port");
     l.local_addr().expect("address").port()
+}
+
+/// A TCP proxy in front of the emulator, counting the connections a client makes through it. With
+/// `drop_idle`, it also plays a BMC whose keep-alive timeout fires just as a request arrives: the
+/// first bytes a client sends on a connection quiet for that long are not forwarded, and the
+/// connection is closed. Its threads stop when it is dropped (the accept loop) or when either side
+/// closes (the pumps).
+pub struct Proxy {
+    pub url: String,
+    accepted: Arc<AtomicUsize>,
+    dropped: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Proxy {
+    pub fn start(target: &str, drop_idle: Option<Duration>) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binding the proxy");
+        let url = format!("https://{}", listener.local_addr().expect("address"));
+        listener.set_nonblocking(true).expect("nonblocking");
+        let (accepted, dropped, stop) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (a, d, st, target) = (
+            accepted.clone(),
+            dropped.clone(),
+            stop.clone(),
+            target.to_string(),
+        );
+        std::thread::spawn(move || {
+            while !st.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        a.fetch_add(1, Ordering::SeqCst);
+                        let _ = client.set_nonblocking(false);
+                        if let Ok(upstream) = TcpStream::connect(&target) {
+                            relay(client, upstream, drop_idle, d.clone());
+                        }
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        Proxy {
+            url,
+            accepted,
+            dropped,
+            stop,
+        }
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Connections closed for having been idle when the client sent again.
+    pub fn dropped(&self) -> usize {
+        self.dropped.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Copies both ways on two threads, minding when either side last sent.
+fn relay(
+    client: TcpStream,
+    upstream: TcpStream,
+    drop_idle: Option<Duration>,
+    dropped: Arc<AtomicUsize>,
+) {
+    let last = Arc::new(Mutex::new(Instant::now()));
+    let (Ok(c2), Ok(u2)) = (client.try_clone(), upstream.try_clone()) else {
+        return;
+    };
+    let back_last = last.clone();
+    std::thread::spawn(move || pump(u2, c2, &back_last, None, &AtomicUsize::new(0)));
+    std::thread::spawn(move || pump(client, upstream, &last, drop_idle, &dropped));
+}
+
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    last: &Mutex<Instant>,
+    drop_idle: Option<Duration>,
+    dropped: &AtomicUsize,
+) {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut since = last.lock().unwrap_or_else(|p| p.into_inner());
+        if drop_idle.is_some_and(|idle| since.elapsed() >= idle) {
+            dropped.fetch_add(1, Ordering::SeqCst);
+            let _ = from.shutdown(Shutdown::Both);
+            let _ = to.shutdown(Shutdown::Both);
+            return;
+        }
+        *since = Instant::now();
+        drop(since);
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Write);
 }
