@@ -441,6 +441,7 @@ fn boot_survives_a_bmc_closing_its_idle_connection_as_a_request_arrives() {
             std::thread::sleep(Duration::from_secs(2));
         }
         events.push(event);
+        Ok(())
     })
     .expect("the boot failed on a connection the BMC closed");
     // The two above, and any power read that came 2 s after the one before.
@@ -531,6 +532,7 @@ fn boot_tells_each_step_and_powering_on_before_the_power_on_request() {
                 .unwrap_or("")
                 .to_string(),
         ));
+        Ok(())
     })
     .expect("boot");
     let cd = format!("{system}/VirtualMedia/Cd");

@@ -18,8 +18,8 @@ mod common;
 use std::collections::HashSet;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::deliver::emulator::{Emulator, sushy_emulator};
@@ -94,8 +94,12 @@ fn run(bin: &Path, n: usize, parallel: usize) -> Measure {
         .arg("--tls-key")
         .arg(&tls.2)
         .env_remove("RUST_LOG")
-        .stdout(Stdio::from(std::fs::File::create(work.path().join("stdout")).unwrap()))
-        .stderr(Stdio::from(std::fs::File::create(work.path().join("stderr")).unwrap()))
+        .stdout(Stdio::from(
+            std::fs::File::create(work.path().join("stdout")).unwrap(),
+        ))
+        .stderr(Stdio::from(
+            std::fs::File::create(work.path().join("stderr")).unwrap(),
+        ))
         .spawn()
         .unwrap();
     let pid = deploy.id();
@@ -182,14 +186,16 @@ fn play_hosts(
                 continue;
             }
             idle = false;
-            let image = emu.cd_of(u).unwrap()["Image"]
-                .as_str()
-                .unwrap()
-                .to_string();
+            let image = emu.cd_of(u).unwrap()["Image"].as_str().unwrap().to_string();
             let bytes = client.get(&image).send().unwrap().bytes().unwrap();
             let iso = tempfile::NamedTempFile::new().unwrap();
             std::fs::write(iso.path(), &bytes).unwrap();
-            let host = Host::new(&iso_ignition(iso.path()), u, &format!("sno-{}", site(i)), "");
+            let host = Host::new(
+                &iso_ignition(iso.path()),
+                u,
+                &format!("sno-{}", site(i)),
+                "",
+            );
             report_done(&host);
         }
         if idle {

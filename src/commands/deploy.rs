@@ -1,5 +1,6 @@
 //! `deploy`: translate the options, deploy the phase to the fleet, print the summary table; exit 1
 //! when a site failed (each failure was already on stderr as it happened), 130/143 when interrupted.
+//! The pre-flight's findings (or, with `--check`, its result) are a table on stdout.
 
 use std::io::Write;
 use std::time::Duration;
@@ -7,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use crate::cli::{DeployOpts, DeployPhase};
-use crate::deliver::deploy::{self, DeployOptions, Timeouts};
+use crate::deliver::deploy::{self, DeployOptions, Refused, Timeouts};
 use crate::deliver::deploy_state::Phase;
 use crate::util::interrupt::Interrupted;
 
@@ -32,7 +33,26 @@ pub fn run(o: &DeployOpts) -> Result<()> {
             poll: Duration::from_secs(o.poll),
         },
     };
-    let deployed = deploy::deploy(&opts)?;
+    if o.check {
+        let checked = deploy::check(&opts)?;
+        print(&checked.table())?;
+        if !checked.findings.is_empty() {
+            bail!(
+                "pre-flight: {} finding(s), listed above; nothing was changed",
+                checked.findings.len()
+            );
+        }
+        return Ok(());
+    }
+    let deployed = match deploy::deploy(&opts) {
+        Ok(d) => d,
+        Err(e) => {
+            if let Some(Refused(checked)) = e.downcast_ref::<Refused>() {
+                print(&checked.table())?;
+            }
+            return Err(e);
+        }
+    };
     let mut out = std::io::stdout().lock();
     write!(out, "{}", deploy::table(&deployed.outcomes))
         .and_then(|()| out.flush())
@@ -49,4 +69,11 @@ pub fn run(o: &DeployOpts) -> Result<()> {
         );
     }
     Ok(())
+}
+
+fn print(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("writing to stdout")
 }

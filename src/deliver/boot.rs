@@ -180,13 +180,17 @@ pub struct Report {
 
 /// Runs the job; see [`run_observed`].
 pub fn run(req: &BootRequest) -> Result<Report> {
-    run_observed(req, &mut |_| {})
+    run_observed(req, &mut |_| Ok(()))
 }
 
 /// Runs the job with one client (one kept-alive connection to the BMC), telling `on` each step
 /// as it happens: `Found` before anything is changed, `PoweringOn` before the power-on is asked
-/// for.
-pub fn run_observed(req: &BootRequest, on: &mut dyn FnMut(BootEvent)) -> Result<Report> {
+/// for. An error from `on` stops the job there: a caller that could not record that the host is
+/// about to boot keeps it from booting.
+pub fn run_observed(
+    req: &BootRequest,
+    on: &mut dyn FnMut(BootEvent) -> Result<()>,
+) -> Result<Report> {
     let deadline = Instant::now() + req.timeout;
     let mut c = Client::new(&req.bmc, req.client.clone())?;
     if let Job::Boot { iso, .. } = &req.job {
@@ -215,7 +219,7 @@ pub fn run_observed(req: &BootRequest, on: &mut dyn FnMut(BootEvent)) -> Result<
     on(BootEvent::Found {
         system: report.system.clone(),
         uuid: report.uuid.clone(),
-    });
+    })?;
     match &req.job {
         Job::Boot { iso, from, iso_ca } => {
             let mut stage = Stage::PoweringOff;
@@ -264,14 +268,14 @@ fn boot(
     image: &Image,
     report: &mut Report,
     stage: &mut Stage,
-    on: &mut dyn FnMut(BootEvent),
+    on: &mut dyn FnMut(BootEvent) -> Result<()>,
 ) -> Result<()> {
     let (sys, p) = (s.sys, s.patience);
     info!("powering {} off", sys.path);
     system::reset(c, sys, Power::Off, p)?;
     system::wait_power(c, sys, Power::Off, s.deadline, p)?;
     *stage = Stage::Off;
-    on(BootEvent::PoweredOff);
+    on(BootEvent::PoweredOff)?;
     for slot in s.slots {
         vmedia::eject(c, slot)?;
     }
@@ -280,7 +284,7 @@ fn boot(
     report.image = display_url(image.url.expose_str());
     on(BootEvent::Inserted {
         media: report.media.clone(),
-    });
+    })?;
     // The insert may change the system's ETag and Boot: read it again before the override.
     let sys = system::read_system(c, &sys.path)?;
     report.boot = match image.from {
@@ -294,11 +298,11 @@ fn boot(
         },
     };
     info!("powering {} on", sys.path);
-    on(BootEvent::PoweringOn);
+    on(BootEvent::PoweringOn)?;
     *stage = Stage::PoweringOn;
     system::reset(c, &sys, Power::On, p)?;
     system::wait_power(c, &sys, Power::On, s.deadline, p)?;
-    on(BootEvent::PoweredOn);
+    on(BootEvent::PoweredOn)?;
     report.power = Power::On.as_str().to_string();
     Ok(())
 }

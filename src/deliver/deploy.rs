@@ -12,6 +12,7 @@
 mod engine;
 mod plan;
 mod pool;
+mod preflight;
 mod progress;
 mod record;
 mod run;
@@ -19,5 +20,6 @@ mod summary;
 mod tokens;
 
 pub use plan::{DeployOptions, Timeouts};
-pub use run::{Deployed, LOCK_FILE, deploy};
+pub use preflight::{Checked, Finding};
+pub use run::{Deployed, LOCK_FILE, Refused, check, deploy};
 pub use summary::{Ending, SiteOutcome, table};

@@ -21,3 +21,4 @@ pub mod tls;
 pub use server::{
     LOCK_FILE, PER_ADDRESS_DEFAULT, Prepared, Running, Selection, ServeOptions, TlsChoice, prepare,
 };
+pub use source::Source;

@@ -1,14 +1,19 @@
 //! What an operator checks on an installation ISO before shipping it, read back from its embedded
 //! Ignition config: the seed (and whether it is pinned by digest), seedVersion, the disk that will be
-//! wiped, shutdown, the extra partition, the proxy (credentials hidden), mirrors, and whether a trust
-//! bundle and a network config are there. Never the pull secret or any file's contents beyond these.
+//! wiped, shutdown, the extra partition, the proxy (credentials hidden), mirrors, whether a trust
+//! bundle and a network config are there, and where the host reports (`statusURL`, `statusCA`). Never the pull secret or any file's contents beyond these.
 
 use serde_json::{Value, json};
 
 use super::ignition::installation::{NETWORK_CONFIG_PATH, REGISTRIES_CONF_PATH, TRUST_BUNDLE_PATH};
+use openssl::hash::MessageDigest;
+use openssl::x509::X509;
+
+use crate::contract::host_report::{REPORT_CONFIG_PATH, ReportConfig};
 use crate::contract::ibi_configuration::IBI_CONFIGURATION_PATH;
 use crate::ignition::decode_data_url;
 use crate::util::summary::{Summary, hide_credentials};
+use crate::util::text::escape_control;
 
 /// `ibi-configuration.json` keys shown as they are (none holds a secret).
 const SHOWN_KEYS: [&str; 8] = [
@@ -50,7 +55,55 @@ pub fn summarize(config: &Value) -> Summary {
         "networkConfig",
         !String::from_utf8_lossy(&network).trim().is_empty(),
     );
+    let (url, ca) = status(config);
+    s.push("statusURL", url);
+    s.push("statusCA", ca);
     s
+}
+
+/// Where the host reports and which CAs it trusts for that (never the token): `statusURL` or
+/// null; `statusCA` as each certificate's subject and SHA-256 fingerprint, or "the live ISO's
+/// system trust store" when none was given.
+fn status(config: &Value) -> (Value, Value) {
+    let Some(settings) = file(config, REPORT_CONFIG_PATH)
+        .and_then(|b| serde_json::from_slice::<ReportConfig>(&b).ok())
+    else {
+        return (Value::Null, Value::Null);
+    };
+    let ca = match &settings.ca_pem {
+        None => json!("the live ISO's system trust store"),
+        Some(pem) => match X509::stack_from_pem(pem.as_bytes()) {
+            Ok(certs) => json!(certs.iter().map(describe_cert).collect::<Vec<_>>()),
+            Err(_) => json!("not PEM certificates"),
+        },
+    };
+    (json!(settings.url), ca)
+}
+
+/// `CN=ibi lab CA (sha256 3a:5f:…)`.
+fn describe_cert(c: &X509) -> String {
+    let subject: Vec<String> = c
+        .subject_name()
+        .entries()
+        .filter_map(|e| {
+            let key = e.object().nid().short_name().ok()?;
+            let value = e.data().to_string().ok()?;
+            Some(format!("{key}={value}"))
+        })
+        .collect();
+    let fingerprint = c
+        .digest(MessageDigest::sha256())
+        .map(|d| {
+            d.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":")
+        })
+        .unwrap_or_default();
+    format!(
+        "{} (sha256 {fingerprint})",
+        escape_control(&subject.join(", "))
+    )
 }
 
 /// The decoded contents of the file at `path`, if the config has it as a data URL.
@@ -126,6 +179,56 @@ mod tests {
     use super::*;
     use crate::ignition::data_url;
 
+    fn ca_pem(cn: &str) -> String {
+        use openssl::{pkey::PKey, rsa::Rsa, x509::X509NameBuilder};
+        let key = PKey::from_rsa(Rsa::generate(2048).unwrap()).unwrap();
+        let mut name = X509NameBuilder::new().unwrap();
+        name.append_entry_by_text("CN", cn).unwrap();
+        let name = name.build();
+        let mut b = X509::builder().unwrap();
+        b.set_version(2).unwrap();
+        let serial = openssl::bn::BigNum::from_u32(1).unwrap();
+        b.set_serial_number(&serial.to_asn1_integer().unwrap())
+            .unwrap();
+        b.set_not_before(&openssl::asn1::Asn1Time::days_from_now(0).unwrap())
+            .unwrap();
+        b.set_not_after(&openssl::asn1::Asn1Time::days_from_now(1).unwrap())
+            .unwrap();
+        b.set_subject_name(&name).unwrap();
+        b.set_issuer_name(&name).unwrap();
+        b.set_pubkey(&key).unwrap();
+        b.sign(&key, MessageDigest::sha256()).unwrap();
+        String::from_utf8(b.build().to_pem().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn shows_where_the_host_reports_and_which_ca_it_trusts_never_the_token() {
+        let token = "0123456789abcdef0123456789abcdef";
+        let with_ca = |ca: Option<String>| {
+            let mut settings = json!({"url": "https://192.0.2.10:8443", "token": token,
+                                      "attempts": 30, "delaySeconds": 10});
+            if let Some(pem) = ca {
+                settings["caPem"] = json!(pem);
+            }
+            let bytes = serde_json::to_vec(&settings).unwrap();
+            summarize(&json!({"storage": {"files": [
+                {"path": REPORT_CONFIG_PATH, "contents": {"source": data_url(&bytes)}}]}}))
+        };
+        let s = with_ca(Some(ca_pem("ibi lab CA")));
+        let text = s.text();
+        assert!(
+            text.contains("  statusURL: https://192.0.2.10:8443\n"),
+            "{text}"
+        );
+        assert!(text.contains("    - CN=ibi lab CA (sha256 "), "{text}");
+        assert!(!text.contains(token) && !s.json().to_string().contains(token));
+        let text = with_ca(None).text();
+        assert!(
+            text.contains("  statusCA: the live ISO's system trust store\n"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn shows_what_an_operator_checks_and_no_secret() {
         let ibi = r#"{"installationDisk":"/dev/sda","seedImage":"q.io/s@sha256:ab","seedVersion":"4.18.0","shutdown":true}"#;
@@ -153,6 +256,7 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want:?} in\n{text}");
         }
+        assert!(text.contains("  statusURL: none\n"), "{text}");
         let json = s.json().to_string();
         assert!(!text.contains("PROXY-PW") && !json.contains("PROXY-PW"));
         assert!(!text.contains("PULL-SECRET") && !json.contains("PULL-SECRET"));

@@ -174,8 +174,9 @@ impl Shared {
     /// The thread: the latest pending report, delivered with retries, until the final one.
     fn run(&self) {
         while let Some(report) = self.next() {
-            let last = report.finished;
-            let outcome = self.deliver(report);
+            // The report delivered may be a newer one than the one taken: the final report replaces a
+            // progress report that is waiting to be tried again.
+            let (outcome, last) = self.deliver(report);
             let mut q = self.lock();
             if matches!(outcome, Delivery::Refused(401 | 403)) {
                 q.refused = true;
@@ -201,12 +202,18 @@ impl Shared {
         }
     }
 
-    /// Tries `report` until it is delivered, refused, replaced by a newer one (unless final) or out of tries.
-    fn deliver(&self, mut report: HostReport) -> Delivery {
+    /// Tries `report` until it is delivered, refused, replaced by a newer one (unless final) or out
+    /// of tries; how it went, and whether the report it came to (the last one tried) was the final.
+    fn deliver(&self, mut report: HostReport) -> (Delivery, bool) {
+        let outcome = self.deliver_latest(&mut report);
+        (outcome, report.finished)
+    }
+
+    fn deliver_latest(&self, report: &mut HostReport) -> Delivery {
         let config = &self.sender.config;
         let mut attempt = 1;
         loop {
-            match self.sender.post(&report) {
+            match self.sender.post(report) {
                 Ok(()) => return Delivery::Delivered,
                 Err(Failure::Refused(code)) => {
                     warn!(
@@ -237,9 +244,9 @@ impl Shared {
                 }
             }
             attempt += 1;
-            match self.wait_or_newer(&report) {
+            match self.wait_or_newer(report) {
                 Some(newer) => {
-                    report = newer;
+                    *report = newer;
                     attempt = 1;
                 }
                 None if self.lock().refused => return Delivery::GaveUp,

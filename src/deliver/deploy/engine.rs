@@ -86,7 +86,8 @@ struct Site<'t> {
 }
 
 enum Msg {
-    Booted(usize, Record, Result<boot::Report>),
+    /// With the byte count the job recorded up to.
+    Booted(usize, Record, Result<boot::Report>, u64),
     Ejected(usize, Record, Result<()>),
     Power(usize, Result<String>),
     Looked(usize, Box<Watcher>, Result<bool>),
@@ -389,29 +390,25 @@ impl<'a, 't> Engine<'a, 't> {
             o,
         );
         let tx = self.tx.clone();
+        let counter = self.ctx.server.counter(&t.alias.name);
+        let mut seen = self.sites[i].sent_seen;
         self.sites[i].busy = true;
         self.bmc.run(move || {
-            // Saved before the job goes on: a deploy killed after the power-on request knows the
-            // host was booted, and which System it is.
-            let mut marked = Ok(());
-            let result = boot::run_observed(&req, &mut |ev| {
-                let saved = match ev {
-                    BootEvent::Found { system, uuid } => rec.system(&system, uuid),
-                    BootEvent::PoweringOn => rec.mark_booted(),
-                    BootEvent::PoweredOff | BootEvent::Inserted { .. } | BootEvent::PoweredOn => {
-                        Ok(())
-                    }
-                };
-                if marked.is_ok() {
-                    marked = saved;
+            // Saved before the job goes on: the System before anything changes, the bytes once the
+            // BMC has the image, `booted` before the power-on request (a failed save stops the job
+            // there), so a deploy killed at any point knows what was done.
+            let result = boot::run_observed(&req, &mut |ev| match ev {
+                BootEvent::Found { system, uuid } => rec.system(&system, uuid),
+                BootEvent::Inserted { .. } => {
+                    let now = counter.as_ref().map_or(seen, |c| c.load(Ordering::Relaxed));
+                    rec.add_bytes(now.saturating_sub(seen))?;
+                    seen = now;
+                    Ok(())
                 }
+                BootEvent::PoweringOn => rec.mark_booted(),
+                BootEvent::PoweredOff | BootEvent::PoweredOn => Ok(()),
             });
-            let result = match (result, marked) {
-                (Ok(r), Ok(())) => Ok(r),
-                (Err(e), _) => Err(e),
-                (Ok(_), Err(e)) => Err(e.context("recording the boot")),
-            };
-            let _ = tx.send(Msg::Booted(i, rec, result));
+            let _ = tx.send(Msg::Booted(i, rec, result, seen));
         });
     }
 
@@ -554,8 +551,9 @@ impl<'a, 't> Engine<'a, 't> {
 
     fn handle(&mut self, m: Msg) {
         match m {
-            Msg::Booted(i, rec, result) => {
+            Msg::Booted(i, rec, result, seen) => {
                 self.bmc.done();
+                self.sites[i].sent_seen = seen;
                 self.back(i, rec);
                 self.booted(i, result);
             }

@@ -19,8 +19,8 @@ use crate::contract::config_iso::ISO_FILE_NAME;
 use crate::deliver::boot::{self, BootRequest, Job};
 use crate::deliver::deploy_state::Phase;
 use crate::deliver::serve::catalog::installation_source;
-use crate::deliver::serve::{Source, TlsChoice};
 use crate::deliver::serve::tls::{CERT_FILE, Host, verify_for};
+use crate::deliver::serve::{Source, TlsChoice};
 use crate::install_image::per_host;
 use crate::install_image::variant::load_recipe;
 use crate::redfish::system::Patience;
@@ -68,8 +68,16 @@ impl Checked {
                 .collect()
         };
         let head = ["SITE", "CHECK", "FINDING"].map(String::from);
-        let w0 = rows.iter().chain([&head]).map(|r| r[0].chars().count()).max();
-        let w1 = rows.iter().chain([&head]).map(|r| r[1].chars().count()).max();
+        let w0 = rows
+            .iter()
+            .chain([&head])
+            .map(|r| r[0].chars().count())
+            .max();
+        let w1 = rows
+            .iter()
+            .chain([&head])
+            .map(|r| r[1].chars().count())
+            .max();
         let (w0, w1) = (w0.unwrap_or(4), w1.unwrap_or(5));
         std::iter::once(&head)
             .chain(&rows)
@@ -135,7 +143,9 @@ fn reach_bmcs(o: &DeployOptions, targets: &[&Target], out: &mut Checked) -> Resu
     let mut waiting = 0;
     loop {
         while pool.has_room() {
-            let Some((site, bmc)) = todo.next() else { break };
+            let Some((site, bmc)) = todo.next() else {
+                break;
+            };
             let req = BootRequest {
                 bmc: bmc.url.clone(),
                 system_id: bmc.system.clone(),
@@ -240,8 +250,9 @@ fn status_url(o: &DeployOptions) -> Vec<Finding> {
     }
     let host = Host::parse(reported.host_str().unwrap_or_default());
     let chain = match &o.tls {
-        TlsChoice::Files { cert, .. } => std::fs::read(cert)
-            .map_err(|e| format!("reading --tls-cert {}: {e}", cert.display())),
+        TlsChoice::Files { cert, .. } => {
+            std::fs::read(cert).map_err(|e| format!("reading --tls-cert {}: {e}", cert.display()))
+        }
         TlsChoice::SelfSigned => {
             let path = o.base.join(CERT_FILE);
             std::fs::read(&path).map_err(|_| {

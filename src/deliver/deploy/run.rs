@@ -11,6 +11,7 @@ use tracing::info;
 
 use super::engine::{Ctx, Engine, outcome};
 use super::plan::{self, DeployOptions, HostSignals, Target};
+use super::preflight::{self, Checked};
 use super::progress::Progress;
 use super::summary::SiteOutcome;
 use super::tokens;
@@ -47,6 +48,10 @@ pub fn deploy(o: &DeployOptions) -> Result<Deployed> {
     // Before anything is built, served or touched; after the checks that need no lock, so a run
     // refused for its inputs writes nothing.
     let _lock = take_lock(o)?;
+    let checked = preflight::check(o, &targets, signals)?;
+    if !checked.findings.is_empty() {
+        return Err(Refused(checked).into());
+    }
     let mut failed: HashMap<String, String> = match o.phase {
         Phase::Site => plan::build_missing(o, &targets)?.into_iter().collect(),
         Phase::Factory => HashMap::new(),
@@ -80,6 +85,24 @@ pub fn deploy(o: &DeployOptions) -> Result<Deployed> {
         outcomes,
         interrupted: (sig != 0).then_some(sig as i32),
     })
+}
+
+/// The pre-flight found something to fix: nothing was touched.
+#[derive(Debug, thiserror::Error)]
+#[error("pre-flight: {} finding(s), listed above; no host was touched", .0.findings.len())]
+pub struct Refused(pub Checked);
+
+/// `ibi deploy --check`: the pre-flight alone, without the lock (it changes nothing).
+pub fn check(o: &DeployOptions) -> Result<Checked> {
+    let targets = plan::targets(o)?;
+    let signals = match o.phase {
+        Phase::Factory => plan::factory_signals(&o.base)?,
+        Phase::Site => HostSignals {
+            reports: false,
+            shutdown: false,
+        },
+    };
+    preflight::check(o, &targets, signals)
 }
 
 /// SIGINT/SIGTERM set the returned number (the engine then starts nothing new); a second one ends

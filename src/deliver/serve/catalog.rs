@@ -143,7 +143,7 @@ pub fn discover(dir: &Path) -> Result<Vec<(String, Source)>> {
 }
 
 /// `rhcos-ibi.iso` as a file or as a patch (`create image --patch-only`); with both, the newer.
-fn installation_source(dir: &Path) -> Result<Option<Source>> {
+pub fn installation_source(dir: &Path) -> Result<Option<Source>> {
     let (file, recipe) = (dir.join(INSTALLATION_ISO), dir.join(RECIPE_FILE));
     let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     Ok(match (file.is_file(), recipe.is_file()) {

@@ -178,6 +178,15 @@ impl Running {
         self.state.served.entries()
     }
 
+    /// The live count of bytes of image `name` sent, for a job on another thread.
+    pub fn counter(&self, name: &str) -> Option<Arc<std::sync::atomic::AtomicU64>> {
+        self.state
+            .images
+            .iter()
+            .find(|i| i.name == name)
+            .map(|i| i.sent.clone())
+    }
+
     /// Bytes of image `name` sent so far.
     pub fn sent(&self, name: &str) -> u64 {
         self.state

@@ -12,10 +12,13 @@ use openssl::hash::MessageDigest;
 use openssl::pkey::PKey;
 use openssl::rsa::Rsa;
 use openssl::ssl::{SslAcceptor, SslFiletype, SslMethod};
+use openssl::stack::Stack;
 use openssl::x509::extension::{
     BasicConstraints, ExtendedKeyUsage, KeyUsage, SubjectAlternativeName,
 };
-use openssl::x509::{X509, X509NameBuilder};
+use openssl::x509::store::X509StoreBuilder;
+use openssl::x509::verify::X509VerifyParam;
+use openssl::x509::{X509, X509NameBuilder, X509StoreContext};
 use tracing::warn;
 
 use crate::util::fs::{Clobber, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, write_atomic};
@@ -153,6 +156,48 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<SslAcceptor> {
     Ok(b.build())
 }
 
+/// Whether a client that trusts only `ca_pem` (or, without it, this machine's system trust store,
+/// standing in for the live ISO's) accepts the certificate chain `chain_pem` for `host` (a DNS
+/// name or an IP address): what a host reporting to `statusURL` with `statusCA` will find. The
+/// error is OpenSSL's verdict, e.g. "unable to get local issuer certificate".
+pub fn verify_for(chain_pem: &[u8], ca_pem: Option<&str>, host: &Host) -> Result<(), String> {
+    let certs =
+        X509::stack_from_pem(chain_pem).map_err(|e| format!("not PEM certificates: {e}"))?;
+    let Some((leaf, rest)) = certs.split_first() else {
+        return Err("no certificate".into());
+    };
+    let check = || -> Result<Result<(), String>, openssl::error::ErrorStack> {
+        let mut store = X509StoreBuilder::new()?;
+        match ca_pem {
+            Some(pem) => {
+                for ca in X509::stack_from_pem(pem.as_bytes())? {
+                    store.add_cert(ca)?;
+                }
+            }
+            None => store.set_default_paths()?,
+        }
+        let mut param = X509VerifyParam::new()?;
+        match host {
+            Host::Ip(ip) => param.set_ip(*ip)?,
+            Host::Dns(name) => param.set_host(name)?,
+        }
+        store.set_param(&param)?;
+        let store = store.build();
+        let mut chain = Stack::new()?;
+        for c in rest {
+            chain.push(c.clone())?;
+        }
+        let mut ctx = X509StoreContext::new()?;
+        ctx.init(&store, leaf, &chain, |c| {
+            Ok(match c.verify_cert()? {
+                true => Ok(()),
+                false => Err(c.error().error_string().to_string()),
+            })
+        })
+    };
+    check().map_err(|e| format!("checking the certificate: {e}"))?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,5 +235,21 @@ mod tests {
         };
         assert_eq!((mode(&cert), mode(&key)), (0o600, 0o600));
         acceptor(&cert, &key).unwrap();
+    }
+
+    #[test]
+    fn a_self_signed_certificate_verifies_as_its_own_ca_for_its_hosts_only() {
+        let local = Host::parse("127.0.0.1");
+        let (cert, _) = generate(std::slice::from_ref(&local)).unwrap();
+        let pem = String::from_utf8(cert.clone()).unwrap();
+        verify_for(&cert, Some(&pem), &local).unwrap();
+        let other = verify_for(&cert, Some(&pem), &Host::parse("192.0.2.7")).unwrap_err();
+        assert!(other.contains("IP address mismatch"), "{other}");
+        let (stranger, _) = generate(std::slice::from_ref(&local)).unwrap();
+        let stranger = String::from_utf8(stranger).unwrap();
+        let err = verify_for(&cert, Some(&stranger), &local).unwrap_err();
+        assert!(err.contains("self-signed certificate"), "{err}");
+        let err = verify_for(&cert, None, &local).unwrap_err();
+        assert!(err.contains("self-signed certificate"), "{err}");
     }
 }

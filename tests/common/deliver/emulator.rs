@@ -118,6 +118,28 @@ impl Emulator {
 
     /// An emulator whose one fake system has `uuid`: a fleet test needs hosts told apart by it.
     pub fn start_with_uuid(bin: &Path, uuid: &str) -> Emulator {
+        let system = format!(
+            "{{'uuid': '{uuid}', 'name': 'fake', 'power_state': 'Off', \
+             'nics': [{{'mac': '00:5c:52:31:3a:9c', 'ip': '172.22.0.100'}}]}}"
+        );
+        Emulator::start_systems(bin, uuid, &system)
+    }
+
+    /// One emulator process serving many fake systems (`SUSHY_EMULATOR_FAKE_SYSTEMS`), as a lab
+    /// stands one BMC per host behind one address: `uuids` in order, named `host-N`. `uuid` (the
+    /// struct's) is the first's.
+    pub fn start_many(bin: &Path, uuids: &[String]) -> Emulator {
+        let systems: Vec<String> = uuids
+            .iter()
+            .enumerate()
+            .map(|(i, u)| {
+                format!("{{'uuid': '{u}', 'name': 'host-{i}', 'power_state': 'Off', 'nics': []}}")
+            })
+            .collect();
+        Emulator::start_systems(bin, &uuids[0], &systems.join(", "))
+    }
+
+    fn start_systems(bin: &Path, uuid: &str, systems: &str) -> Emulator {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         for sub in ["state", "tmp"] {
@@ -133,8 +155,7 @@ impl Emulator {
             d.join("emulator.conf"),
             format!(
                 "SUSHY_EMULATOR_AUTH_FILE = '{}'\nSUSHY_EMULATOR_STATE_DIR = '{}'\nSUSHY_EMULATOR_FAKE_DRIVER = True\n\
-                 SUSHY_EMULATOR_FAKE_SYSTEMS = [{{'uuid': '{uuid}', 'name': 'fake', 'power_state': 'Off', \
-                 'nics': [{{'mac': '00:5c:52:31:3a:9c', 'ip': '172.22.0.100'}}]}}]\n",
+                 SUSHY_EMULATOR_FAKE_SYSTEMS = [{systems}]\n",
                 d.join("htpasswd").display(),
                 d.join("state").display()
             ),
@@ -318,11 +339,12 @@ impl Emulator {
     }
 
     pub fn cd(&self) -> serde_json::Value {
-        self.get(&format!(
-            "/redfish/v1/Systems/{}/VirtualMedia/Cd",
-            self.uuid
-        ))
-        .expect("reading the CD")
+        self.cd_of(&self.uuid).expect("reading the CD")
+    }
+
+    /// The virtual CD of the system `uuid` (of an emulator with many).
+    pub fn cd_of(&self, uuid: &str) -> Option<serde_json::Value> {
+        self.get(&format!("/redfish/v1/Systems/{uuid}/VirtualMedia/Cd"))
     }
 
     /// The copy of `name` the emulator downloaded during InsertMedia (it keeps it in TMPDIR).

@@ -109,9 +109,18 @@ impl Fleet {
     }
 }
 
-/// BASE with the example inputs and statusURL on `port`, its installation ISO built; one emulator per
-/// site (`(name, System UUID)`); the inventory naming them; `args` added to every deploy run.
-pub fn fleet(bin: &Path, sites: &[(&str, &str)], args: &[&str]) -> Fleet {
+/// BASE with the example inputs, `statusURL` on a free port of 127.0.0.1 and `statusCA` the test CA,
+/// its installation ISO built (synthetic base ISO); `work` for the inventory and the runs' output.
+pub struct FactoryBase {
+    pub base: tempfile::TempDir,
+    pub work: tempfile::TempDir,
+    pub tls: (PathBuf, PathBuf, PathBuf),
+    pub port: u16,
+    /// The installation ISO's Ignition config.
+    pub ign: Value,
+}
+
+pub fn factory_base() -> FactoryBase {
     let work = tempfile::tempdir().unwrap();
     let base = tempfile::tempdir().unwrap();
     let tls = test_tls(work.path());
@@ -137,18 +146,43 @@ pub fn fleet(bin: &Path, sites: &[(&str, &str)], args: &[&str]) -> Fleet {
     );
     ok(&built, "ibi create image");
     let ign = iso_ignition(&base.path().join("rhcos-ibi.iso"));
+    FactoryBase {
+        base,
+        work,
+        tls,
+        port,
+        ign,
+    }
+}
+
+/// One inventory entry whose BMC is `emu` (and `system`, for an emulator with many).
+pub fn inventory_entry(site: &str, emu: &Emulator, system: Option<&str>) -> String {
+    let system = system.map_or(String::new(), |s| format!("      system: {s}\n"));
+    format!(
+        "  - name: {site}\n    hostname: sno-{site}\n    bmc:\n      address: {}\n      user: {USER}\n      passwordFile: {}\n      caFile: {}\n{system}",
+        emu.url,
+        emu.password_file.display(),
+        emu.cert.display()
+    )
+}
+
+/// A [`factory_base`]; one emulator per site (`(name, System UUID)`); the inventory naming them;
+/// `args` added to every deploy run.
+pub fn fleet(bin: &Path, sites: &[(&str, &str)], args: &[&str]) -> Fleet {
+    let FactoryBase {
+        base,
+        work,
+        tls,
+        port,
+        ign,
+    } = factory_base();
     let emulators: Vec<Emulator> = sites
         .iter()
         .map(|(_, u)| Emulator::start_with_uuid(bin, u))
         .collect();
     let mut inv = String::from("sites:\n");
     for ((site, _), emu) in sites.iter().zip(&emulators) {
-        inv.push_str(&format!(
-            "  - name: {site}\n    hostname: sno-{site}\n    bmc:\n      address: {}\n      user: {USER}\n      passwordFile: {}\n      caFile: {}\n",
-            emu.url,
-            emu.password_file.display(),
-            emu.cert.display()
-        ));
+        inv.push_str(&inventory_entry(site, emu, None));
     }
     std::fs::write(work.path().join("sites.yaml"), inv).unwrap();
     Fleet {
@@ -195,7 +229,10 @@ pub fn report_failed_lca(f: &Fleet, i: usize) {
 pub fn report_done_agent(f: &Fleet, i: usize) {
     assert_eq!(
         f.host(i, "").agent_reports_three_steps(),
-        ibi::agent::report::Delivery::Delivered
+        ibi::agent::report::Delivery::Delivered,
+        "site {}'s reports; deploy's access log:\n{}",
+        f.sites[i],
+        std::fs::read_to_string(f.base().join(".ibi/deploy-access.log")).unwrap_or_default()
     );
 }
 

@@ -125,6 +125,40 @@ fn an_unreachable_server_is_tried_a_bounded_number_of_times() {
     );
 }
 
+/// The server comes up while a progress report waits to be tried again; the final report takes its
+/// place and is delivered: `finish` says so (it said `GaveUp`, the outcome lost with the report it
+/// replaced).
+#[test]
+fn a_final_report_that_replaced_a_waiting_one_is_known_delivered() {
+    let port = closed_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let r = Reporter::start(config(&url, 1_000_000), identity(), Vec::new()).unwrap();
+    r.report(&Status::idle(1));
+    let server = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let mut req = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&req).contains("\"finished\":") {
+            let k = s.read(&mut buf).unwrap();
+            req.extend_from_slice(&buf[..k]);
+        }
+        write!(
+            s,
+            "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        String::from_utf8_lossy(&req).to_string()
+    });
+    assert_eq!(
+        r.finish(Status::idle(2), Ok(()), Vec::new()),
+        Delivery::Delivered
+    );
+    let req = server.join().unwrap();
+    assert!(req.contains("\"finished\":true"), "{req}");
+}
+
 #[test]
 fn a_refused_token_ends_reporting() {
     let (url, server) = answering("403 Forbidden", 1);
