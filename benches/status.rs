@@ -9,7 +9,7 @@
 //! across sites, half with the site's own token and half with the ISO's shared one (tied by UUID);
 //! a failed host's last report carries 100 journal lines of about 200 characters. Each command runs
 //! RUNS times (default 7), alternating, after a warm-up; the medians are printed with the ratios,
-//! and one `RESULT` line. Written under target/tmp, deleted after.
+//! and one `RESULT` line. Written under target/tmp, deleted after (KEEP=1 keeps it, to profile).
 //! IBI_BIN times another binary (e.g. an older build) on the same BASE.
 //!
 //! Run: `cargo bench --bench status` (SITES, REPORTS, SMALL_SITES, RUNS env vars). Results go to
@@ -178,7 +178,10 @@ fn main() {
     let reports = env_usize("REPORTS", 8).max(1);
     let small = env_usize("SMALL_SITES", 20);
     let runs = env_usize("RUNS", 7).max(1);
-    let ibi = std::env::var("IBI_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_ibi").to_string());
+    let ibi = std::env::var("IBI_BIN")
+        .ok()
+        .filter(|b| !b.is_empty())
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_ibi").to_string());
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/tmp")
         .join(format!("bench-status-{}", std::process::id()));
@@ -215,7 +218,11 @@ fn main() {
         }
     }
     let load = fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    fs::remove_dir_all(&root).expect("cleaning target/tmp");
+    if std::env::var_os("KEEP").is_some() {
+        println!("kept: {}", root.display());
+    } else {
+        fs::remove_dir_all(&root).expect("cleaning target/tmp");
+    }
 
     let med: Vec<Duration> = samples.into_iter().map(median).collect();
     println!(
