@@ -262,6 +262,11 @@ pub struct ServeOpts {
     /// Give every image a new URL (the old ones stop working)
     #[arg(long)]
     pub rotate_tokens: bool,
+    /// Connections one client address may hold at once; more are closed (a BMC uses 1-4; raise it
+    /// when many BMCs reach the server through one NAT address)
+    #[arg(long, default_value_t = 32, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_per_address: u16,
 }
 
 /// Which device the host boots after the insert.
@@ -375,6 +380,14 @@ pub struct DeployOpts {
     /// Only this site (repeatable)
     #[arg(long, value_name = "SITE")]
     pub only: Vec<String>,
+    /// Start this site's phase over: boot it again even if it was booted or done (repeatable);
+    /// without it a re-run never boots a host twice for one phase
+    #[arg(long, value_name = "SITE")]
+    pub redo: Vec<String>,
+    /// Only check every selected site (inventory, credentials, CA files, each BMC's login, System
+    /// and CD, the installation ISO's statusURL and statusCA) and change nothing
+    #[arg(long)]
+    pub check: bool,
     /// BMC jobs, and so image downloads, at once
     #[arg(long, default_value_t = 4, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..))]

@@ -1,9 +1,11 @@
 //! The installation ISO, the product of `ibi create image`: the base CoreOS live ISO (found, downloaded,
-//! cached), the Ignition config embedded in it that installs the host, and the size report.
+//! cached), the Ignition config embedded in it that installs the host (and one host's own variant of
+//! it), and the size report.
 
 pub mod base_iso;
 pub mod build;
 pub mod ignition;
+pub mod per_host;
 pub mod report;
 pub mod status_token;
 pub mod summary;

@@ -13,13 +13,14 @@ mod kargs;
 mod patch;
 pub mod synthetic;
 pub use ignition::{IgnInfo, find_ignition_area, parse_igninfo};
-pub use initrd::{decode_ignition, encode_ignition, is_pristine};
+pub use initrd::{decode_ignition, encode_ignition, encode_ignition_compact, is_pristine};
 pub use kargs::{
     KargSlot, KargsAreas, KargsFile, KargsJson, encode_kargs, find_kargs, parse_kargs_json,
     read_kargs,
 };
 pub use patch::{
-    Patch, apply_patches, copy_with_patches, overlay, read_patched_at, validate_patches,
+    Patch, PatchedReader, apply_patches, copy_with_patches, overlay, read_patched_at,
+    validate_patches,
 };
 
 pub use embed::{EmbedArea, IGNITION_AREA_LEN, is_customized, read_area};

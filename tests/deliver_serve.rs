@@ -1,7 +1,8 @@
 //! `ibi serve` checked with a real client (curl): ranges, HEAD, ETag and conditionals, wrong
 //! tokens, TLS by default, a rebuild during a download, sixteen concurrent downloads with memory
-//! flat, a clean stop, and the variant ISO streamed from a patch byte for byte as `create image`
-//! writes it.
+//! flat, a clean stop, the variant ISO streamed from a patch byte for byte as `create image`
+//! writes it, a missing DIR and a second server on one DIR refused, and idle connections and
+//! connections over the per-address limit dropped while a download from another address goes on.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
@@ -412,6 +413,7 @@ fn serve_speaks_tls_by_default_keeps_its_certificate_and_tokens_and_stops_cleanl
         s.stderr()
     );
     assert!(s.stderr().contains("ibi serve: stopped"));
+    assert!(!s.stderr().contains("clear text"), "{}", s.stderr());
 
     let s = Served::start(d.path(), &[]);
     assert!(s.stdout.contains("TLS certificate (kept)"), "{}", s.stdout);
@@ -426,6 +428,14 @@ fn serve_speaks_tls_by_default_keeps_its_certificate_and_tokens_and_stops_cleanl
 
     let s = Served::start(d.path(), &["--rotate-tokens", "--plain-http"]);
     let rotated = s.url(ISO);
+    assert_eq!(
+        s.stderr()
+            .matches("image URLs and report tokens travel in clear text")
+            .count(),
+        1,
+        "--plain-http must warn, once: {}",
+        s.stderr()
+    );
     assert!(rotated.starts_with("http://127.0.0.1:"), "{rotated}");
     assert_ne!(rotated.split('/').nth(3), url.split('/').nth(3));
     let (code, body) = curl(&["-o", "-", "-w", "%{http_code}", &rotated]);
@@ -542,4 +552,232 @@ fn serve_streams_a_variant_byte_identical_to_create_image() {
         "{}",
         s.stderr()
     );
+}
+
+/// Runs `ibi ARGS` expecting it to end by itself: killed (and the test failed) if it still runs
+/// after a minute, as a server that should have been refused would.
+fn run_to_end(args: &[&str]) -> (std::process::ExitStatus, String) {
+    let logs = tempfile::tempdir().expect("tempdir");
+    let err = logs.path().join("stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ibi"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).expect("stderr file"))
+        .spawn()
+        .expect("starting ibi");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().expect("waiting for ibi") {
+            return (status, std::fs::read_to_string(&err).unwrap_or_default());
+        }
+        if std::time::Instant::now() >= deadline {
+            let status = stop_child(&mut child);
+            panic!(
+                "ibi {args:?} still ran after a minute ({status:?}): {}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn serve_refuses_a_missing_dir_and_creates_nothing() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let missing = d.path().join("factroy");
+    let (status, stderr) = run_to_end(&[
+        "serve",
+        "--dir",
+        missing.to_str().expect("utf-8"),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert!(
+        !missing.exists(),
+        "serve created {}: {stderr}",
+        missing.display()
+    );
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "--dir {}: the directory does not exist",
+            missing.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn serve_refuses_a_second_server_on_one_dir_naming_the_first() {
+    if !tool(
+        "curl",
+        "serve_refuses_a_second_server_on_one_dir_naming_the_first",
+    ) {
+        return;
+    }
+    let d = one_image(4096);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let first = Served::start_on(d.path(), &listen, &[]);
+    let map = std::fs::read(d.path().join(".ibi/served.json")).expect("served.json");
+    let url = first.url(ISO);
+    // On another port, with new tokens: had it started, served.json would name other URLs.
+    let (status, stderr) = run_to_end(&[
+        "serve",
+        "--dir",
+        d.path().to_str().expect("utf-8"),
+        "--listen",
+        "127.0.0.1:0",
+        "--rotate-tokens",
+    ]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let holder = format!(
+        "{} is in use by ibi serve (PID {}, listening on {listen}, since ",
+        d.path().display(),
+        first.pid()
+    );
+    assert!(stderr.contains(&holder), "{stderr}");
+    assert_eq!(
+        std::fs::read(d.path().join(".ibi/served.json")).expect("served.json"),
+        map,
+        "the refused server rewrote served.json"
+    );
+    assert_eq!(fetch(d.path(), &url, &[]).status, 200);
+    assert_eq!(
+        mode(&d.path().join(".ibi/serve.lock")),
+        0o600,
+        "the lock file"
+    );
+}
+
+/// Sums what the server's drop lines say about 127.0.0.1: (idle, over the per-address limit).
+fn drops_from_loopback(log: &str) -> (u64, u64) {
+    let number_before = |text: &str, what: &str| -> u64 {
+        text.find(what)
+            .and_then(|i| text[..i].rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    log.lines()
+        .filter_map(|l| l.split_once(" from 127.0.0.1 in the last "))
+        .map(|(_, rest)| {
+            (
+                number_before(rest, " idle (sent nothing within 5 s)"),
+                number_before(rest, " over the limit of 32 per address"),
+            )
+        })
+        .fold((0, 0), |(i, o), (a, b)| (i + a, o + b))
+}
+
+/// A TLS connection that asks once and then stays silent, as a keep-alive client between two
+/// requests: the server must close it in bounded time.
+fn keep_alive_then_silent(
+    dir: &Path,
+    address: &str,
+) -> openssl::ssl::SslStream<std::net::TcpStream> {
+    use std::io::{Read, Write};
+    let mut c = openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls_client())
+        .expect("TLS client");
+    c.set_ca_file(dir.join(".ibi/serve-tls.crt"))
+        .expect("trusting the serve certificate");
+    let tcp = std::net::TcpStream::connect(address).expect("connecting");
+    let mut tls = c.build().connect("127.0.0.1", tcp).expect("TLS handshake");
+    tls.write_all(b"HEAD /nothing HTTP/1.1\r\nHost: ibi\r\n\r\n")
+        .expect("writing a request");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tls.read(&mut buf).expect("reading the answer");
+        assert!(n > 0, "closed before answering");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        got.starts_with(b"HTTP/1.1 404"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    tls
+}
+
+#[test]
+fn serve_drops_idle_connections_and_those_over_the_per_address_limit_and_keeps_serving() {
+    use std::io::Read;
+    let name =
+        "serve_drops_idle_connections_and_those_over_the_per_address_limit_and_keeps_serving";
+    if !tool("curl", name) {
+        return;
+    }
+    let len = 16 << 20;
+    let d = one_image(len);
+    let sha = sha256_file(&d.path().join(ISO));
+    let s = Served::start(d.path(), &[]);
+    let mut kept = keep_alive_then_silent(d.path(), &s.address);
+
+    // What a port scanner or a broken client leaves: 300 sockets from one address that never
+    // speak. Before, they held every connection slot for 30 s and a download waited.
+    let idle: Vec<std::net::TcpStream> = (0..300)
+        .map(|_| std::net::TcpStream::connect(&s.address).expect("connecting"))
+        .collect();
+
+    // A BMC on another address (127.0.0.2: loopback, local like 127.0.0.1), at a BMC's pace, so
+    // the download outlasts the idle timeout.
+    let got = fetch(
+        d.path(),
+        &s.url(ISO),
+        &["--interface", "127.0.0.2", "--limit-rate", "2M"],
+    );
+    assert_eq!(
+        (got.status, sha256(&got.body)),
+        (200, sha),
+        "the download failed: {}",
+        s.stderr()
+    );
+
+    // The server closed every idle socket: those over the limit at once, the rest when they had
+    // said nothing for 5 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    for mut c in idle {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        c.set_read_timeout(Some(left.max(std::time::Duration::from_millis(1))))
+            .expect("read timeout");
+        match c.read(&mut [0u8; 1]) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            other => panic!("an idle connection was not closed: {other:?}"),
+        }
+    }
+    // One line per period sums them up, never a line each.
+    let mut seen = (0, 0);
+    while seen.0 + seen.1 < 300 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        seen = drops_from_loopback(&s.stderr());
+    }
+    let log = s.stderr();
+    assert_eq!(seen.0 + seen.1, 300, "{log}");
+    assert!(seen.0 > 0 && seen.1 > 0, "{seen:?}: {log}");
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains(" dropped ")).collect();
+    assert!((1..=3).contains(&lines.len()), "drop lines: {log}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains(" from 127.0.0.1 in the last ")),
+        "a drop from another address: {log}"
+    );
+    assert_eq!(log.matches("GET rhcos-ibi.iso 200").count(), 1, "{log}");
+
+    // The keep-alive connection, silent since its answer, is closed too.
+    kept.get_ref()
+        .set_read_timeout(Some(
+            deadline
+                .saturating_duration_since(std::time::Instant::now())
+                .max(std::time::Duration::from_millis(1)),
+        ))
+        .expect("read timeout");
+    match kept.read(&mut [0u8; 1]) {
+        Ok(0) => {}
+        // Closed without close_notify: an unexpected EOF, closed all the same.
+        Err(e)
+            if e.kind() != std::io::ErrorKind::WouldBlock
+                && e.kind() != std::io::ErrorKind::TimedOut => {}
+        other => panic!("an idle keep-alive connection was kept: {other:?}"),
+    }
 }

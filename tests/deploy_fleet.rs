@@ -6,20 +6,26 @@
 //! ISO would run them, against the live server: site a's `hostAgent: lca` units report success, site
 //! b's report a failure with the journal's tail, site c never reports (the timeout path), site d
 //! reports through the agent's reporter (`hostAgent: ibi`; the lca units without the agent feature).
+//! Each host boots the ISO its BMC downloaded: its own variant, whose report token is its own.
 //! `deploy` is killed (SIGKILL) mid-run and run again: site a, done, is not touched again (its BMC
-//! gets no request), site d resumes its wait without a second boot or download, b (failed) is tried
-//! again, c times out again.
+//! gets no request), site d resumes its wait without a second boot or download, b (whose host
+//! reported a failure) and c (booted, silent) are not booted again: b stays failed, c is waited for
+//! again and times out. A third run with `--redo b` installs b again.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::deliver::emulator::{Emulator, USER, free_port, sushy_emulator};
-use common::deliver::host::{Host, ignition_file, iso_ignition, ok, test_tls};
-use common::deliver::{example_install, ibi_env, sha256_file, stop_child, synthetic_base};
+use common::deliver::fleet::{
+    PHASE_WAIT, deploy_binary, fleet, play_until, report_done_agent, report_done_lca,
+    report_failed_lca, requests, state_is, wait_exit,
+};
+use common::deliver::host::{ignition_file, iso_ignition, ok, test_tls};
+use common::deliver::{example_install, ibi_env, sha256_file, synthetic_base};
 use common::kubeapi::{BuiltSite, StandIn};
 use serde_json::Value;
 
@@ -34,234 +40,6 @@ const UUIDS: [&str; 4] = [
 const SITES: [&str; 4] = ["a", "b", "c", "d"];
 /// Short, so the silent host's timeout path ends the test soon.
 const REPORT_TIMEOUT: &str = "45";
-/// Every wait of the test itself.
-const PHASE_WAIT: Duration = Duration::from_secs(300);
-
-struct Fleet {
-    base: tempfile::TempDir,
-    work: tempfile::TempDir,
-    tls: (PathBuf, PathBuf, PathBuf),
-    port: u16,
-    emulators: Vec<Emulator>,
-    ign: Value,
-}
-
-impl Fleet {
-    fn base(&self) -> &Path {
-        self.base.path()
-    }
-
-    fn inventory(&self) -> PathBuf {
-        self.work.path().join("sites.yaml")
-    }
-
-    /// `ibi deploy --phase factory --parallel 2`, its output in files under `work`.
-    fn spawn(&self, run: &str) -> Child {
-        let out =
-            |s: &str| std::fs::File::create(self.work.path().join(format!("{run}.{s}"))).unwrap();
-        Command::new(env!("CARGO_BIN_EXE_ibi"))
-            .args(["deploy", "--dir"])
-            .arg(self.base())
-            .arg("--sites")
-            .arg(self.inventory())
-            .args(["--phase", "factory", "--parallel", "2", "--poll", "1"])
-            .args(["--report-timeout", REPORT_TIMEOUT, "--bmc-timeout", "120"])
-            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
-            .arg("--tls-cert")
-            .arg(&self.tls.1)
-            .arg("--tls-key")
-            .arg(&self.tls.2)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::from(out("stdout")))
-            .stderr(Stdio::from(out("stderr")))
-            .spawn()
-            .expect("starting ibi deploy")
-    }
-
-    fn output(&self, run: &str, stream: &str) -> String {
-        std::fs::read_to_string(self.work.path().join(format!("{run}.{stream}")))
-            .unwrap_or_default()
-    }
-
-    /// The site's record of its factory phase: (state, step), or None before deploy wrote one.
-    fn phase(&self, site: &str) -> Option<(String, String)> {
-        let v = self.record(site)?;
-        let p = &v["phases"]["factory"];
-        Some((p["state"].as_str()?.into(), p["step"].as_str()?.into()))
-    }
-
-    fn record(&self, site: &str) -> Option<Value> {
-        let text = std::fs::read(self.base().join(format!(".ibi/deploy/{site}.json"))).ok()?;
-        serde_json::from_slice(&text).ok()
-    }
-
-    fn host(&self, i: usize, journal: &str) -> Host {
-        Host::new(&self.ign, UUIDS[i], &format!("sno-{}", SITES[i]), journal)
-    }
-}
-
-/// BASE with the example inputs and statusURL on `port`, its installation ISO built; four emulators;
-/// the inventory naming them.
-fn fleet(bin: &Path) -> Fleet {
-    let work = tempfile::tempdir().unwrap();
-    let base = tempfile::tempdir().unwrap();
-    let tls = test_tls(work.path());
-    let port = free_port();
-    example_install(base.path());
-    let cfg = base.path().join("image-based-installation-config.yaml");
-    let mut text = std::fs::read_to_string(&cfg).unwrap();
-    text.push_str(&format!(
-        "statusURL: https://127.0.0.1:{port}\nstatusCA: {}\n",
-        tls.0.display()
-    ));
-    std::fs::write(&cfg, text).unwrap();
-    let built = ibi_env(
-        &[
-            "create",
-            "image",
-            "--dir",
-            base.path().to_str().unwrap(),
-            "--base-iso",
-            synthetic_base().to_str().unwrap(),
-        ],
-        &[],
-    );
-    ok(&built, "ibi create image");
-    let ign = iso_ignition(&base.path().join("rhcos-ibi.iso"));
-    let emulators: Vec<Emulator> = UUIDS
-        .iter()
-        .map(|u| Emulator::start_with_uuid(bin, u))
-        .collect();
-    let mut inv = String::from("sites:\n");
-    for (site, emu) in SITES.iter().zip(&emulators) {
-        inv.push_str(&format!(
-            "  - name: {site}\n    hostname: sno-{site}\n    bmc:\n      address: {}\n      user: {USER}\n      passwordFile: {}\n      caFile: {}\n",
-            emu.url,
-            emu.password_file.display(),
-            emu.cert.display()
-        ));
-    }
-    std::fs::write(work.path().join("sites.yaml"), inv).unwrap();
-    Fleet {
-        base,
-        work,
-        tls,
-        port,
-        emulators,
-        ign,
-    }
-}
-
-/// The journal a failed install leaves.
-const FAILED_JOURNAL: &str = "2026-11-24T10:00:00+0000 host lca-cli[1]: pulling the seed\n\
-     2026-11-24T10:00:05+0000 host lca-cli[1]: error: failed to pull the seed image\n";
-
-fn report_done_lca(f: &Fleet, i: usize) {
-    let h = f.host(i, "");
-    ok(&h.lca_report("running", &[]), "ibi-report.sh running");
-    ok(&h.lca_report("done", &[]), "ibi-report.sh done");
-}
-
-fn report_failed_lca(f: &Fleet, i: usize) {
-    let h = f.host(i, FAILED_JOURNAL);
-    ok(&h.lca_report("running", &[]), "ibi-report.sh running");
-    ok(
-        &h.lca_report(
-            "failed",
-            &[
-                ("MONITOR_SERVICE_RESULT", "exit-code"),
-                ("MONITOR_EXIT_CODE", "exited"),
-                ("MONITOR_EXIT_STATUS", "1"),
-            ],
-        ),
-        "ibi-report.sh failed",
-    );
-}
-
-/// `hostAgent: ibi`: the agent's reporter, as `ibi agent install` drives it, through three steps.
-#[cfg(feature = "agent")]
-fn report_done_agent(f: &Fleet, i: usize) {
-    assert_eq!(
-        f.host(i, "").agent_reports_three_steps(),
-        ibi::agent::report::Delivery::Delivered
-    );
-}
-
-#[cfg(not(feature = "agent"))]
-fn report_done_agent(f: &Fleet, i: usize) {
-    common::skip(
-        TEST,
-        "hostAgent: ibi's reporter needs the agent feature; site d reports as lca",
-    );
-    report_done_lca(f, i);
-}
-
-/// What a host does once booted: report through the lca units or the agent's reporter.
-type Play = fn(&Fleet, usize);
-
-/// Plays the hosts of `plays` (site index, what it does) once each when its site waits for its
-/// report, until `until` holds; panics if deploy exits first or the wait is over.
-fn play_until(
-    f: &Fleet,
-    deploy: &mut Child,
-    run: &str,
-    plays: &[(usize, Play)],
-    until: impl Fn(&Fleet) -> bool,
-) {
-    let mut played = vec![false; plays.len()];
-    let deadline = Instant::now() + PHASE_WAIT;
-    while !until(f) {
-        for (n, (i, play)) in plays.iter().enumerate() {
-            let waiting = f
-                .phase(SITES[*i])
-                .is_some_and(|(st, step)| st == "running" && step == "wait-report");
-            if waiting && !played[n] {
-                play(f, *i);
-                played[n] = true;
-            }
-        }
-        if let Ok(Some(status)) = deploy.try_wait() {
-            if until(f) {
-                return;
-            }
-            panic!(
-                "deploy ({run}) ended early with {status}: {}{}",
-                f.output(run, "stdout"),
-                f.output(run, "stderr")
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "deploy ({run}): no progress in {PHASE_WAIT:?}: {:?}\n{}",
-            SITES.map(|s| f.phase(s)),
-            f.output(run, "stderr")
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn state_is(f: &Fleet, site: &str, state: &str, step: &str) -> bool {
-    f.phase(site)
-        .is_some_and(|(st, sp)| st == state && (step.is_empty() || sp == step))
-}
-
-/// The emulator's request log (werkzeug's lines on its stderr).
-fn requests(emu: &Emulator) -> String {
-    emu.log()
-}
-
-fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + PHASE_WAIT;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if Instant::now() >= deadline {
-            return stop_child(child);
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 #[test]
 fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
@@ -271,9 +49,15 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
     let Some(bin) = sushy_emulator(TEST) else {
         return;
     };
-    let f = fleet(&bin);
-    let iso = f.base().join("rhcos-ibi.iso");
-    let size = std::fs::metadata(&iso).unwrap().len();
+    let sites: Vec<(&str, &str)> = SITES.iter().copied().zip(UUIDS).collect();
+    let f = fleet(
+        &bin,
+        &sites,
+        &["--report-timeout", REPORT_TIMEOUT, "--bmc-timeout", "120"],
+    );
+    let size = std::fs::metadata(f.base().join("rhcos-ibi.iso"))
+        .unwrap()
+        .len();
 
     // Run 1: a reports success, b failure; killed once a is done, b failed and d waits.
     let mut run1 = f.spawn("run1");
@@ -297,15 +81,12 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
     let before: Vec<String> = f.emulators.iter().map(requests).collect();
     assert!(before[1].contains("InsertMedia"), "{}", before[1]);
 
-    // Run 2: a is left alone, d resumes its wait, b is booted again and fails again, c times out.
+    // Run 2: a is left alone, d resumes its wait, b stays failed (its host reported), c is waited
+    // for again (it was booted) and times out; none is booted again.
     let mut run2 = f.spawn("run2");
-    play_until(
-        &f,
-        &mut run2,
-        "run2",
-        &[(3, report_done_agent), (1, report_failed_lca)],
-        |f| state_is(f, "d", "done", "") && state_is(f, "b", "failed", ""),
-    );
+    play_until(&f, &mut run2, "run2", &[(3, report_done_agent)], |f| {
+        state_is(f, "d", "done", "") && state_is(f, "b", "failed", "")
+    });
     let status = wait_exit(&mut run2);
     let (stdout, stderr) = (f.output("run2", "stdout"), f.output("run2", "stderr"));
     eprintln!("run 2 stdout:\n{stdout}\nrun 2 stderr:\n{stderr}");
@@ -333,15 +114,24 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
         assert!(r.contains(&format!("  {result}  ")), "{site}: {r}");
     }
     assert!(
-        stderr.contains("error: site b: the host reported a failure"),
+        stderr.contains("error: site b: the host reported a failure: install-rhcos-and-restore-seed.service failed (result exit-code, exited 1) (it is not booted again by a re-run: check it, then pass --redo b to install it again)"),
         "{stderr}"
     );
     assert!(
         stderr.contains(&format!(
-            "error: site c: no final report from the host within {REPORT_TIMEOUT} s"
+            "error: site c: no final report from the host within {REPORT_TIMEOUT} s (--report-timeout; a re-run waits again without a new boot)"
         )),
         "{stderr}"
     );
+    for line in [
+        "site a: done by an earlier run: not touched",
+        "site d: wait-report: resumed",
+        "site b: wait-report: resumed",
+        "site c: wait-report: resumed",
+        "site d: eject: done",
+    ] {
+        assert!(stderr.contains(line), "{line} not in {stderr}");
+    }
 
     // Nothing that had finished was done again: a's BMC heard nothing from run 2; d was not booted
     // again (no insert, one download's worth of bytes) but was ejected.
@@ -355,14 +145,41 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
         d_new.contains("EjectMedia"),
         "site d was not ejected: {d_new}"
     );
-    let b_new = &after[1][before[1].len()..];
-    assert!(
-        b_new.contains("InsertMedia"),
-        "site b (failed) is tried again"
-    );
+    for i in [1, 2] {
+        let new = &after[i][before[i].len()..];
+        assert!(
+            !new.contains("InsertMedia") && !new.contains("Actions/ComputerSystem.Reset"),
+            "site {} was booted again: {new}",
+            SITES[i]
+        );
+    }
 
-    // Each emulator really downloaded the ISO from deploy's server: whole, per deploy's access log;
-    // the copies of the hosts not ejected (an eject deletes the emulator's copy) hash as the ISO.
+    // Run 3: --redo b installs b again (a new boot, a new download), and only b.
+    let mut run3 = f.spawn_with("run3", &["--only", "b", "--redo", "b"]);
+    // b's record says failed until run 3 begins it again.
+    play_until(&f, &mut run3, "run3", &[], |f| {
+        state_is(f, "b", "running", "")
+    });
+    play_until(&f, &mut run3, "run3", &[(1, report_failed_lca)], |f| {
+        state_is(f, "b", "failed", "")
+    });
+    assert_eq!(wait_exit(&mut run3).code(), Some(1), "b failed again");
+    let stderr3 = f.output("run3", "stderr");
+    assert!(
+        stderr3.contains("error: site b: the host reported a failure"),
+        "{stderr3}\n{}",
+        std::fs::read_to_string(f.base().join(".ibi/reports.jsonl")).unwrap()
+    );
+    let redone: Vec<String> = f.emulators.iter().map(requests).collect();
+    let b3 = &redone[1][after[1].len()..];
+    assert!(b3.contains("InsertMedia"), "--redo b boots b again: {b3}");
+    for i in [0, 2, 3] {
+        assert_eq!(redone[i], after[i], "site {} touched by run 3", SITES[i]);
+    }
+
+    // Each emulator really downloaded its ISO from deploy's server: whole, per deploy's access log.
+    // The copies of the hosts not ejected (an eject deletes the emulator's copy) are each host's own
+    // variant: the fleet ISO's size and Ignition config but for the report token, a token of its own.
     let access = std::fs::read_to_string(f.base().join(".ibi/deploy-access.log")).unwrap();
     for (i, site) in SITES.iter().enumerate() {
         let rec = f.record(site).unwrap();
@@ -376,21 +193,44 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
             "{rec}"
         );
     }
+    let settings = |ign: &Value| -> Value {
+        serde_json::from_slice(&ignition_file(ign, "/var/tmp/ibi-report.json")).unwrap()
+    };
+    let fleet_token = settings(&f.ign)["token"].clone();
+    let mut host_tokens = Vec::new();
     for i in [1, 2] {
         let got = f.emulators[i]
             .downloaded("rhcos-ibi.iso")
             .expect("downloaded");
-        assert_eq!(sha256_file(&got), sha256_file(&iso), "site {}", SITES[i]);
+        assert_eq!(std::fs::metadata(&got).unwrap().len(), size);
+        let mut ign = iso_ignition(&got);
+        let mut own = settings(&ign);
+        assert_ne!(own["token"], fleet_token, "site {}", SITES[i]);
+        host_tokens.push(own["token"].as_str().unwrap().to_string());
+        let mut fleet = settings(&f.ign);
+        (own["token"], fleet["token"]) = (Value::Null, Value::Null);
+        assert_eq!(own, fleet, "only the token differs");
+        let mut fleet_rest = f.ign.clone();
+        for ign in [&mut ign, &mut fleet_rest] {
+            let files = ign["storage"]["files"].as_array_mut().unwrap();
+            files.retain(|f| f["path"] != "/var/tmp/ibi-report.json");
+        }
+        assert_eq!(
+            ign, fleet_rest,
+            "site {}: the rest of the config is the fleet's",
+            SITES[i]
+        );
     }
+    assert_ne!(host_tokens[0], host_tokens[1]);
     let gets = |site: &str| {
         access
             .matches(&format!("GET deploy/{site}/rhcos-ibi.iso 200"))
             .count()
     };
     assert_eq!(
-        (gets("a"), gets("b"), gets("d")),
-        (1, 2, 1),
-        "b (failed) is downloaded again, a and d are not:\n{access}"
+        (gets("a"), gets("b"), gets("c"), gets("d")),
+        (1, 2, 1, 1),
+        "only --redo b downloads again:\n{access}"
     );
     for i in [0, 3] {
         assert_eq!(
@@ -411,6 +251,7 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
         serde_json::from_slice(&std::fs::read(f.base().join(".ibi/deploy-served.json")).unwrap())
             .unwrap();
     let mut secrets = vec![common::deliver::emulator::PASSWORD.to_string(), token];
+    secrets.extend(host_tokens);
     for e in served["images"].as_array().unwrap() {
         let url = e["url"].as_str().unwrap();
         secrets.push(url.split('/').nth(3).unwrap().to_string());
@@ -419,7 +260,13 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
         .iter()
         .map(|s| f.record(s).unwrap().to_string())
         .collect();
-    for text in [&stdout, &stderr, &f.output("run1", "stderr"), &records] {
+    for text in [
+        &stdout,
+        &stderr,
+        &f.output("run1", "stderr"),
+        &f.output("run3", "stderr"),
+        &records,
+    ] {
         for s in &secrets {
             assert!(!text.contains(s.as_str()), "a secret ({:.4}…) in {text}", s);
         }
@@ -525,24 +372,27 @@ fn a_site_deploy_watches_each_cluster_and_ejects_once_ready() {
     let work = tempfile::tempdir().unwrap();
     let tls = test_tls(work.path());
     let port = free_port();
-    let out = |s: &str| std::fs::File::create(work.path().join(s)).unwrap();
-    let mut deploy = Command::new(env!("CARGO_BIN_EXE_ibi"))
-        .args(["deploy", "--dir"])
-        .arg(b)
-        .arg("--sites")
-        .arg(&inventory)
-        .args(["--phase", "site", "--parallel", "2", "--poll", "1"])
-        .args(["--watch-timeout", "20", "--bmc-timeout", "120"])
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .arg("--tls-cert")
-        .arg(&tls.1)
-        .arg("--tls-key")
-        .arg(&tls.2)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::from(out("stdout")))
-        .stderr(Stdio::from(out("stderr")))
-        .spawn()
-        .unwrap();
+    let spawn = |run: &str| {
+        let out = |s: &str| std::fs::File::create(work.path().join(format!("{run}.{s}"))).unwrap();
+        Command::new(deploy_binary())
+            .args(["deploy", "--dir"])
+            .arg(b)
+            .arg("--sites")
+            .arg(&inventory)
+            .args(["--phase", "site", "--parallel", "2", "--poll", "1"])
+            .args(["--watch-timeout", "20", "--bmc-timeout", "120"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .arg("--tls-cert")
+            .arg(&tls.1)
+            .arg("--tls-key")
+            .arg(&tls.2)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::from(out("stdout")))
+            .stderr(Stdio::from(out("stderr")))
+            .spawn()
+            .unwrap()
+    };
+    let mut deploy = spawn("run1");
     let record = |site: &str| -> Option<Value> {
         serde_json::from_slice(&std::fs::read(b.join(format!(".ibi/deploy/{site}.json"))).ok()?)
             .ok()
@@ -560,7 +410,7 @@ fn a_site_deploy_watches_each_cluster_and_ejects_once_ready() {
     apis[0].set(|c| *c = sites[0].ready());
     let status = wait_exit(&mut deploy);
     let read = |s: &str| std::fs::read_to_string(work.path().join(s)).unwrap();
-    let (stdout, stderr) = (read("stdout"), read("stderr"));
+    let (stdout, stderr) = (read("run1.stdout"), read("run1.stderr"));
     eprintln!("stdout:\n{stdout}\nstderr:\n{stderr}");
     assert_eq!(status.code(), Some(1), "one site failed: exit 1");
 
@@ -611,6 +461,29 @@ fn a_site_deploy_watches_each_cluster_and_ejects_once_ready() {
         sha256_file(&got),
         sha256_file(&b.join("sites").join(&names[1]).join("imagebasedconfig.iso"))
     );
+
+    // Run 2, once the slow cluster is ready: it is watched again, never booted again (no insert, no
+    // power change), and ejected; the ready site is left alone.
+    let before: Vec<String> = emulators.iter().map(requests).collect();
+    apis[1].set(|c| *c = sites[1].ready());
+    let mut run2 = spawn("run2");
+    let status = wait_exit(&mut run2);
+    let (stdout2, stderr2) = (read("run2.stdout"), read("run2.stderr"));
+    eprintln!("run 2 stdout:\n{stdout2}\nrun 2 stderr:\n{stderr2}");
+    assert_eq!(status.code(), Some(0), "{stderr2}");
+    assert!(
+        stderr2.contains(&format!("site {}: watch: resumed", names[1])),
+        "{stderr2}"
+    );
+    let after: Vec<String> = emulators.iter().map(requests).collect();
+    assert_eq!(after[0], before[0], "the done site's BMC got requests");
+    let new = &after[1][before[1].len()..];
+    assert!(
+        !new.contains("InsertMedia") && !new.contains("ComputerSystem.Reset"),
+        "the slow site was booted again: {new}"
+    );
+    assert!(new.contains("EjectMedia"), "not ejected: {new}");
+    assert_eq!(emulators[1].cd()["Inserted"], false);
     let st = ok(
         &ibi_env(&["status", "--dir", b.to_str().unwrap()], &[]),
         "ibi status",

@@ -1,5 +1,5 @@
 //! `deploy`: translate the options, deploy the phase to the fleet, print the summary table; exit 1
-//! when a site failed (each failure was already on stderr as it happened).
+//! when a site failed (each failure was already on stderr as it happened), 130/143 when interrupted.
 
 use std::io::Write;
 use std::time::Duration;
@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use crate::cli::{DeployOpts, DeployPhase};
 use crate::deliver::deploy::{self, DeployOptions, Timeouts};
 use crate::deliver::deploy_state::Phase;
+use crate::util::interrupt::Interrupted;
 
 pub fn run(o: &DeployOpts) -> Result<()> {
     let opts = DeployOptions {
@@ -19,6 +20,7 @@ pub fn run(o: &DeployOpts) -> Result<()> {
             DeployPhase::Site => Phase::Site,
         },
         only: o.only.clone(),
+        redo: o.redo.clone(),
         parallel: usize::from(o.parallel),
         listen: o.server.listen,
         tls: super::serve::tls_choice(&o.server),
@@ -30,16 +32,19 @@ pub fn run(o: &DeployOpts) -> Result<()> {
             poll: Duration::from_secs(o.poll),
         },
     };
-    let outcomes = deploy::deploy(&opts)?;
+    let deployed = deploy::deploy(&opts)?;
     let mut out = std::io::stdout().lock();
-    write!(out, "{}", deploy::table(&outcomes))
+    write!(out, "{}", deploy::table(&deployed.outcomes))
         .and_then(|()| out.flush())
         .context("writing to stdout")?;
-    let failed = outcomes.iter().filter(|o| o.failed()).count();
+    if let Some(sig) = deployed.interrupted {
+        return Err(Interrupted(sig).into());
+    }
+    let failed = deployed.outcomes.iter().filter(|o| o.failed()).count();
     if failed > 0 {
         bail!(
             "{failed} of {} sites failed (see above; `ibi status --dir {}` shows the fleet)",
-            outcomes.len(),
+            deployed.outcomes.len(),
             o.dir.display()
         );
     }

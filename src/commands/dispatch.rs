@@ -7,6 +7,7 @@ use anyhow::Result;
 use crate::cli::{Cli, Command, CreateCommand};
 use crate::config::ValidationError;
 use crate::deliver::watch::NotReady;
+use crate::util::interrupt::Interrupted;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
@@ -34,10 +35,13 @@ pub fn run(cli: Cli) -> Result<()> {
 }
 
 /// The exit status for a failed run: 2 when a watch ended with the cluster not ready (an outcome
-/// scripts branch on, not a failure of ibi), 1 for every error.
+/// scripts branch on, not a failure of ibi), 128 + the signal for an interrupted deploy (130 for
+/// SIGINT, 143 for SIGTERM, as a shell reports a killed process), 1 for every error.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<NotReady>().is_some() {
         2
+    } else if let Some(Interrupted(sig)) = e.downcast_ref::<Interrupted>() {
+        u8::try_from(128 + sig).unwrap_or(1)
     } else {
         1
     }
@@ -64,6 +68,10 @@ pub fn report_usage(e: &clap::Error) -> ExitCode {
 pub fn report_error(e: &anyhow::Error) {
     if let Some(n) = e.downcast_ref::<NotReady>() {
         eprintln!("ibi watch: {n}");
+        return;
+    }
+    if let Some(i) = e.downcast_ref::<Interrupted>() {
+        eprintln!("{i}");
         return;
     }
     match e.downcast_ref::<ValidationError>() {

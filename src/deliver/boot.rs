@@ -71,7 +71,25 @@ pub struct Report {
     pub uuid: Option<String>,
 }
 
+/// A moment of a boot job its caller may need to record before it goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BootEvent {
+    /// The System was found (before anything is changed): its path, and its `UUID` in lower case
+    /// when the BMC shows one.
+    Found {
+        system: String,
+        uuid: Option<String>,
+    },
+    /// The power-on request is about to be sent: from here on the host may boot.
+    PoweringOn,
+}
+
 pub fn run(req: &BootRequest) -> Result<Report> {
+    run_observed(req, &mut |_| {})
+}
+
+/// [`run`], telling `on` of each [`BootEvent`] before it happens.
+pub fn run_observed(req: &BootRequest, on: &mut dyn FnMut(BootEvent)) -> Result<Report> {
     let deadline = Instant::now() + req.timeout;
     let mut c = Client::new(&req.bmc, req.client.clone())?;
     if let Job::Boot { iso, .. } = &req.job {
@@ -97,6 +115,10 @@ pub fn run(req: &BootRequest) -> Result<Report> {
         uuid: sys.data.uuid.as_ref().map(|u| u.to_ascii_lowercase()),
         ..Report::default()
     };
+    on(BootEvent::Found {
+        system: report.system.clone(),
+        uuid: report.uuid.clone(),
+    });
     match &req.job {
         Job::Boot { iso, from, iso_ca } => boot(
             &mut c,
@@ -108,6 +130,7 @@ pub fn run(req: &BootRequest) -> Result<Report> {
             deadline,
             req,
             &mut report,
+            on,
         )?,
         Job::Eject => eject(&mut c, &sys, &slots, &req.patience, &mut report)?,
     }
@@ -126,6 +149,7 @@ fn boot(
     deadline: Instant,
     req: &BootRequest,
     report: &mut Report,
+    on: &mut dyn FnMut(BootEvent),
 ) -> Result<()> {
     let p = &req.patience;
     info!("powering {} off", sys.path);
@@ -150,6 +174,7 @@ fn boot(
         },
     };
     info!("powering {} on", sys.path);
+    on(BootEvent::PoweringOn);
     system::reset(c, &sys, Power::On, p)?;
     system::wait_power(c, &sys, Power::On, deadline, p)?;
     report.power = Power::On.as_str().to_string();

@@ -1,18 +1,23 @@
 //! `ibi deploy`: one phase of an image-based install for every site of a batch inventory, in
-//! parallel, from one command. It serves the ISOs itself (`serve`'s server, in this process, one URL
-//! per host), drives each host's BMC (`boot`), hears back from the host (`factory`: the host's
-//! reports to the server, or its power going off) or from its cluster (`site`: `watch`), and ejects
-//! the media. Each site's progress is kept in `BASE/.ibi/deploy/<site>.json` (`deploy_state`),
-//! rewritten atomically at every step, so a killed deploy loses nothing and a re-run skips what is
-//! done and resumes what is not. A failing site does not stop the others.
+//! parallel (threads bounded by `--parallel`, whatever the fleet's size), from one command. It
+//! serves the ISOs itself (`serve`'s server, in this process, one URL per host; in the factory each
+//! host's own variant of the installation ISO, carrying the host's own report token), drives each
+//! host's BMC (`boot`), hears back from the host (`factory`: its reports, or its power going off) or
+//! from its cluster (`site`: `watch`), and ejects the media. Each site's progress is kept in
+//! `BASE/.ibi/deploy/<site>.json` (`deploy_state`), rewritten atomically at every step, so a killed
+//! deploy loses nothing and a re-run resumes each site at its first unfinished step, never booting
+//! a host twice for one phase unless told to (`--redo`). A failing site does not stop the others;
+//! one deploy at a time holds BASE.
 
-mod flow;
-mod permits;
+mod engine;
 mod plan;
+mod pool;
+mod progress;
 mod record;
 mod run;
 mod summary;
+mod tokens;
 
 pub use plan::{DeployOptions, Timeouts};
-pub use run::{Ending, SiteOutcome, deploy};
-pub use summary::table;
+pub use run::{Deployed, LOCK_FILE, deploy};
+pub use summary::{Ending, SiteOutcome, table};

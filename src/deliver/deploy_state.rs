@@ -9,7 +9,7 @@
 //!          "uuid": "27946b59-9e44-4fa7-8e91-f3527a1ef094"},
 //!  "phases": {
 //!    "factory": {"state": "done", "step": "eject", "started": 1764000000, "updated": 1764000900,
-//!                "finished": 1764000900, "bytesServed": 1073741824},
+//!                "finished": 1764000900, "bytesServed": 1073741824, "booted": 1764000060},
 //!    "site": {"state": "failed", "step": "watch", "started": 1764090000, "updated": 1764093600,
 //!             "error": "the cluster did not become ready within 60 minutes"}}}
 //! ```
@@ -89,6 +89,11 @@ pub struct PhaseRecord {
     /// Bytes of ISO the server sent to this site's BMC in this phase.
     #[serde(default)]
     pub bytes_served: u64,
+    /// When deploy was about to ask the BMC to power the host on for this phase (saved before the
+    /// request): from then on the host may be booted, so a re-run never boots it again unless told
+    /// to (`--redo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub booted: Option<u64>,
 }
 
 /// One site's file.
@@ -246,6 +251,7 @@ mod tests {
             finished: None,
             error: None,
             bytes_served: 0,
+            booted: None,
         }
     }
 

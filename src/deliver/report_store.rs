@@ -198,6 +198,68 @@ pub fn parse_reports_checked(bytes: &[u8]) -> (Vec<StoredReport>, Vec<DamagedLin
     (out, damaged)
 }
 
+/// A store read as it grows, for a reader that looks again and again (`ibi deploy`, every poll, for
+/// the whole fleet): each call reads only what was appended since the last one, and only complete
+/// lines. A damaged line is skipped with a warning (once), not fatal: one bad line must not blind a
+/// deploy to every other host. A store that shrank (its torn tail cut off) is read again from the
+/// start.
+#[derive(Debug)]
+pub struct Tail {
+    path: PathBuf,
+    offset: u64,
+    lines: usize,
+}
+
+impl Tail {
+    pub fn new(dir: &Path) -> Tail {
+        Tail {
+            path: dir.join(REPORTS_FILE),
+            offset: 0,
+            lines: 0,
+        }
+    }
+
+    /// The reports appended since the last call (every report at the first).
+    pub fn read_new(&mut self) -> Result<Vec<StoredReport>> {
+        let mut file = match File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("opening {}", self.path.display())),
+        };
+        let context = || format!("reading {}", self.path.display());
+        let len = file.metadata().with_context(context)?.len();
+        if len < self.offset {
+            (self.offset, self.lines) = (0, 0);
+        }
+        let mut bytes = Vec::new();
+        file.seek(SeekFrom::Start(self.offset))
+            .and_then(|_| file.take(len - self.offset).read_to_end(&mut bytes))
+            .with_context(context)?;
+        let Some(end) = bytes.iter().rposition(|b| *b == b'\n') else {
+            return Ok(Vec::new());
+        };
+        self.offset += end as u64 + 1;
+        let mut out = Vec::new();
+        for line in bytes[..end].split(|b| *b == b'\n') {
+            self.lines += 1;
+            if line.is_empty() {
+                continue;
+            }
+            match serde_json::from_slice(line) {
+                Ok(r) => out.push(r),
+                Err(e) => tracing::warn!(
+                    "{}: line {}: not a report ({:?} error at column {}); skipped",
+                    self.path.display(),
+                    self.lines,
+                    e.classify(),
+                    e.column()
+                ),
+            }
+        }
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +330,42 @@ mod tests {
             .map(|r| r.report.host.hostname)
             .collect();
         assert_eq!(got, ["a", "c"]);
+    }
+
+    #[test]
+    fn a_tail_reads_each_complete_line_once_and_skips_damage() {
+        let d = tempfile::tempdir().unwrap();
+        let mut tail = Tail::new(d.path());
+        assert!(tail.read_new().unwrap().is_empty(), "no store yet");
+        let mut s = ReportStore::open(d.path()).unwrap();
+        s.append(&report("a", 1)).unwrap();
+        let names = |v: Vec<StoredReport>| -> Vec<String> {
+            v.into_iter().map(|r| r.report.host.hostname).collect()
+        };
+        assert_eq!(names(tail.read_new().unwrap()), ["a"]);
+        assert!(tail.read_new().unwrap().is_empty());
+        let path = d.path().join(REPORTS_FILE);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"damaged\": 1}\n").unwrap();
+        s.append(&report("b", 2)).unwrap();
+        let half = serde_json::to_string(&report("c", 3)).unwrap();
+        f.write_all(&half.as_bytes()[..10]).unwrap();
+        assert_eq!(
+            names(tail.read_new().unwrap()),
+            ["b"],
+            "damage skipped, torn line not yet"
+        );
+        f.write_all(&half.as_bytes()[10..]).unwrap();
+        f.write_all(b"\n").unwrap();
+        assert_eq!(names(tail.read_new().unwrap()), ["c"]);
+        // Cut back (a torn tail removed): read again from the start.
+        drop(f);
+        std::fs::write(
+            &path,
+            format!("{}\n", serde_json::to_string(&report("d", 4)).unwrap()),
+        )
+        .unwrap();
+        assert_eq!(names(tail.read_new().unwrap()), ["d"]);
     }
 
     #[test]

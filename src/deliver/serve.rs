@@ -11,10 +11,13 @@ mod access_log;
 mod body;
 pub mod catalog;
 mod handler;
+mod limits;
 pub mod report;
 pub mod rules;
 mod server;
 mod source;
 pub mod tls;
 
-pub use server::{Prepared, Running, Selection, ServeOptions, TlsChoice, prepare};
+pub use server::{
+    LOCK_FILE, PER_ADDRESS_DEFAULT, Prepared, Running, Selection, ServeOptions, TlsChoice, prepare,
+};

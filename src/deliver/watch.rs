@@ -12,5 +12,5 @@ mod run;
 pub use judge::{Check, Facts, Fetched, Verdicts, judge};
 pub use run::{
     DEFAULT_INTERVAL, DEFAULT_TIMEOUT, Event, Milestone, MilestoneState, NotReady, Outcome,
-    WatchRequest, watch,
+    WatchRequest, Watcher, watch,
 };

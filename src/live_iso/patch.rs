@@ -102,6 +102,52 @@ pub fn overlay(patches: &[Patch], offset: u64, buf: &mut [u8]) {
     }
 }
 
+/// The customized image as a reader: `src`'s bytes with `patches` laid over them, for formats that
+/// read through `Read + Seek` (the ISO 9660 reader, the embed areas) on a variant that was never
+/// written out.
+pub struct PatchedReader<'a> {
+    src: &'a File,
+    patches: &'a [Patch],
+    pos: u64,
+    len: u64,
+}
+
+impl<'a> PatchedReader<'a> {
+    pub fn new(src: &'a File, patches: &'a [Patch]) -> io::Result<Self> {
+        Ok(PatchedReader {
+            src,
+            patches,
+            pos: 0,
+            len: src.metadata()?.len(),
+        })
+    }
+}
+
+impl Read for PatchedReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = (self.len.saturating_sub(self.pos)).min(buf.len() as u64) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        read_patched_at(self.src, self.patches, self.pos, &mut buf[..n])?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for PatchedReader<'_> {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let target = match to {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::End(d) => self.len.checked_add_signed(d),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        self.pos = target
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "seek before the start"))?;
+        Ok(self.pos)
+    }
+}
+
 /// Checks `patches` fit an image of `len` bytes without overlapping (see [`copy_with_patches`]).
 pub fn validate_patches(patches: &[Patch], len: u64) -> io::Result<()> {
     check_patches(patches, len)
@@ -153,6 +199,28 @@ mod tests {
         f.seek(SeekFrom::Start(0)).unwrap();
         f.read_to_end(&mut out).unwrap();
         out
+    }
+
+    #[test]
+    fn the_patched_reader_reads_what_the_copy_holds() {
+        let src_bytes: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let src = file_with(&src_bytes);
+        let patches = [Patch {
+            offset: 4_000,
+            data: vec![9; 100],
+        }];
+        let mut want = src_bytes.clone();
+        want[4_000..4_100].fill(9);
+        let mut r = PatchedReader::new(&src, &patches).unwrap();
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).unwrap();
+        assert_eq!(got, want);
+        r.seek(SeekFrom::Start(3_990)).unwrap();
+        let mut window = [0u8; 20];
+        r.read_exact(&mut window).unwrap();
+        assert_eq!(window[..], want[3_990..4_010]);
+        assert_eq!(r.seek(SeekFrom::End(-1)).unwrap(), 9_999);
+        assert!(r.seek(SeekFrom::Current(-10_000)).is_err());
     }
 
     #[test]

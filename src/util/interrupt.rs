@@ -10,6 +10,12 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use anyhow::{Context, Result};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
+/// A long-running command that stopped on SIGINT or SIGTERM after finishing what it could (`ibi
+/// deploy`): the process prints the message and exits 128 + the signal.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted: re-run to resume")]
+pub struct Interrupted(pub i32);
+
 /// What the handler needs: the temp files being written, how many outputs were completed, and the
 /// command's own line for the moment it is interrupted.
 struct State {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod emulator;
+pub mod fleet;
 pub mod host;
 pub mod standin;
 

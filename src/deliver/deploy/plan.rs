@@ -28,6 +28,8 @@ pub struct DeployOptions {
     pub phase: Phase,
     /// Only these sites (empty: every site of the inventory).
     pub only: Vec<String>,
+    /// These sites start the phase over, booted again even if they were booted (or done) before.
+    pub redo: Vec<String>,
     /// BMC jobs (and so downloads) at once.
     pub parallel: usize,
     pub listen: std::net::SocketAddr,
@@ -82,17 +84,30 @@ pub struct HostSignals {
 /// The inventory's sites `--only` picks, in inventory order, with their BMCs.
 pub fn targets(o: &DeployOptions) -> Result<Vec<Target>> {
     let inventory = config::load_inventory(&o.inventory)?;
-    let unknown: Vec<&str> = o
-        .only
+    for (flag, names) in [("--only", &o.only), ("--redo", &o.redo)] {
+        let unknown: Vec<&str> = names
+            .iter()
+            .filter(|n| !inventory.sites.iter().any(|s| &s.name == *n))
+            .map(String::as_str)
+            .collect();
+        if !unknown.is_empty() {
+            bail!(
+                "{flag} {}: not a site of {}",
+                unknown.join(", "),
+                o.inventory.display()
+            );
+        }
+    }
+    let left_out: Vec<&str> = o
+        .redo
         .iter()
-        .filter(|n| !inventory.sites.iter().any(|s| &s.name == *n))
+        .filter(|n| !o.only.is_empty() && !o.only.contains(n))
         .map(String::as_str)
         .collect();
-    if !unknown.is_empty() {
+    if !left_out.is_empty() {
         bail!(
-            "--only {}: not a site of {}",
-            unknown.join(", "),
-            o.inventory.display()
+            "--redo {}: not among the --only sites of this run",
+            left_out.join(", ")
         );
     }
     Ok(inventory
@@ -120,6 +135,7 @@ fn target(o: &DeployOptions, site: &SiteEntry) -> Target {
                 Phase::Site => of.clone(),
             },
             of,
+            host: None,
         },
     }
 }
@@ -208,10 +224,4 @@ pub fn missing_image(t: &Target, base: &Path) -> Option<String> {
     let present =
         path.is_file() || (t.alias.of == INSTALLATION_ISO && base.join(RECIPE_FILE).is_file());
     (!present).then(|| format!("{} is missing", path.display()))
-}
-
-/// The error text of a site, for the record and the table: never a secret (those travel in
-/// `Secret`s and are scrubbed from BMC answers before they become errors).
-pub fn describe(e: &anyhow::Error) -> String {
-    format!("{e:#}")
 }

@@ -1,5 +1,11 @@
 //! One site's record of one phase, saved (atomically, by `deploy_state`) at every change: a killed
 //! deploy leaves each site at its last step, and the next run resumes from there.
+//!
+//! The resume rule: a re-run resumes at the first unfinished step and never boots again a host that
+//! was booted for this phase (deploy saves `booted` before it asks the BMC to power the host on) or
+//! that reported since the phase began: a finished host whose eject failed is ejected, a slow
+//! cluster is watched again, a host that reported a failure stays failed. Only `--redo SITE`
+//! starts a site over.
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -16,6 +22,19 @@ pub const STEP_BOOT: &str = "boot";
 pub const STEP_WAIT_REPORT: &str = "wait-report";
 pub const STEP_WATCH: &str = "watch";
 pub const STEP_EJECT: &str = "eject";
+
+/// Where a run takes a site's phase up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// Done by an earlier run: nothing to do.
+    Done,
+    /// From its start: the host was never powered on for this phase.
+    Boot,
+    /// Booted earlier: wait for the host (factory) or the cluster (site) again.
+    Wait,
+    /// Only the eject is left.
+    Eject,
+}
 
 pub struct Record {
     base: PathBuf,
@@ -48,19 +67,50 @@ impl Record {
         })
     }
 
+    /// A new record for the site, whatever is on disk (`--redo`: the next save replaces it).
+    pub fn fresh(base: &Path, site: &str, phase: Phase, address: &str) -> Record {
+        let mut state = SiteDeployState::new(site);
+        state.bmc = Some(BmcSystem {
+            address: address.to_string(),
+            ..BmcSystem::default()
+        });
+        Record {
+            base: base.to_path_buf(),
+            phase,
+            state,
+        }
+    }
+
     pub fn get(&self) -> Option<&PhaseRecord> {
         self.state.phases.get(&self.phase)
     }
 
-    pub fn uuid(&self) -> Option<String> {
-        self.state.bmc.as_ref().and_then(|b| b.uuid.clone())
+    /// Where this run takes the phase up: `heard` says whether the host reported since the phase
+    /// began (its own token's reports, received after `started`).
+    pub fn resume(&self, heard: bool) -> Resume {
+        match self.get() {
+            None => Resume::Boot,
+            Some(r) if r.state == RunState::Done => Resume::Done,
+            Some(r) if r.step == STEP_EJECT => Resume::Eject,
+            Some(r) if r.booted.is_some() || heard => Resume::Wait,
+            // Never powered on for this phase: booting is the only way on.
+            Some(_) => Resume::Boot,
+        }
     }
 
-    /// The step a re-run resumes at, when the phase is under way past its boot.
-    pub fn resume_step(&self) -> Option<&str> {
-        self.get()
-            .filter(|r| r.state == RunState::Running && r.step != STEP_BOOT)
-            .map(|r| r.step.as_str())
+    /// Saved before the power-on request: from now on the host may boot.
+    pub fn mark_booted(&mut self) -> Result<()> {
+        let t = now();
+        self.change(|r| r.booted = Some(t))
+    }
+
+    /// Saved when a re-run takes a failed phase up again (at its wait or its eject).
+    pub fn reopen(&mut self) -> Result<()> {
+        self.change(|r| {
+            r.state = RunState::Running;
+            r.finished = None;
+            r.error = None;
+        })
     }
 
     /// The phase (again) from its start: a failed or interrupted boot is done again.
@@ -76,6 +126,7 @@ impl Record {
                 finished: None,
                 error: None,
                 bytes_served: 0,
+                booted: None,
             },
         );
         self.save()
@@ -142,28 +193,62 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let mut r = Record::open(d.path(), "a17", Phase::Factory, "https://bmc").unwrap();
         assert!(r.get().is_none());
+        assert_eq!(r.resume(false), Resume::Boot);
         r.begin().unwrap();
-        assert_eq!(r.resume_step(), None, "an interrupted boot is done again");
+        assert_eq!(r.resume(false), Resume::Boot, "never powered on: boot");
+        assert_eq!(r.resume(true), Resume::Wait, "it reported: it was booted");
         r.system("/redfish/v1/Systems/1", Some("u-1".into()))
             .unwrap();
         r.add_bytes(100).unwrap();
-        r.step(STEP_WAIT_REPORT).unwrap();
+        r.mark_booted().unwrap();
         let mut r = Record::open(d.path(), "a17", Phase::Factory, "https://bmc").unwrap();
-        assert_eq!(r.resume_step(), Some(STEP_WAIT_REPORT));
-        assert_eq!(r.uuid().as_deref(), Some("u-1"));
+        assert_eq!(r.resume(false), Resume::Wait, "killed during the power-on");
+        r.step(STEP_WAIT_REPORT).unwrap();
+        assert_eq!(
+            r.state.bmc.as_ref().and_then(|b| b.uuid.as_deref()),
+            Some("u-1")
+        );
         assert_eq!(r.get().unwrap().bytes_served, 100);
         r.finish(&Err("no report".into())).unwrap();
+        let mut r = Record::open(d.path(), "a17", Phase::Factory, "https://bmc").unwrap();
+        assert_eq!(
+            r.resume(false),
+            Resume::Wait,
+            "a failed wait is waited again"
+        );
+        r.reopen().unwrap();
+        r.step(STEP_EJECT).unwrap();
+        r.finish(&Err("BMC down".into())).unwrap();
         let r = Record::open(d.path(), "a17", Phase::Factory, "https://other").unwrap();
         let got = r.get().unwrap();
         assert_eq!(
             (got.state, got.error.as_deref()),
-            (RunState::Failed, Some("no report"))
+            (RunState::Failed, Some("BMC down"))
         );
-        assert_eq!(r.resume_step(), None);
         assert_eq!(
-            r.uuid(),
+            r.resume(false),
+            Resume::Eject,
+            "a finished host is only ejected"
+        );
+        assert_eq!(
+            r.state.bmc.as_ref().and_then(|b| b.uuid.clone()),
             None,
             "another BMC: the old UUID no longer applies"
         );
+    }
+
+    #[test]
+    fn a_failed_boot_before_the_power_on_boots_again_and_done_stays_done() {
+        let d = tempfile::tempdir().unwrap();
+        let mut r = Record::open(d.path(), "b", Phase::Site, "https://bmc").unwrap();
+        r.begin().unwrap();
+        r.finish(&Err("insert refused".into())).unwrap();
+        assert_eq!(r.resume(false), Resume::Boot);
+        r.begin().unwrap();
+        r.mark_booted().unwrap();
+        r.step(STEP_WATCH).unwrap();
+        r.step(STEP_EJECT).unwrap();
+        r.finish(&Ok(())).unwrap();
+        assert_eq!(r.resume(true), Resume::Done);
     }
 }

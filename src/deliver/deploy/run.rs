@@ -1,54 +1,41 @@
-//! The fleet run: the plan, the server, one thread per site (BMC work bounded by `--parallel`),
-//! one progress bar for the phase, and each site's outcome for the summary.
+//! The fleet run: the plan, the lock on BASE, the hosts' own report tokens, the server, then the
+//! engine; each site's outcome for the summary.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 
-use anyhow::Result;
-use indicatif::ProgressBar;
+use anyhow::{Context, Result};
+use signal_hook::consts::{SIGINT, SIGTERM};
 use tracing::info;
 
-use super::flow::{self, Ctx};
-use super::permits::Permits;
+use super::engine::{Ctx, Engine, outcome};
 use super::plan::{self, DeployOptions, HostSignals, Target};
-use super::record::Record;
-use crate::contract::agent_status::RunState;
+use super::progress::Progress;
+use super::summary::SiteOutcome;
+use super::tokens;
 use crate::deliver::deploy_state::Phase;
+use crate::deliver::serve::catalog::HostToken;
 use crate::deliver::serve::{self, Running, Selection, ServeOptions};
-use crate::util::progress::count_bar;
+use crate::util::lock::{self, DirLock, Holder};
 
 /// deploy's own files beside `ibi serve`'s under BASE/.ibi/.
 const MAP_FILE: &str = ".ibi/deploy-served.json";
 const ACCESS_LOG: &str = ".ibi/deploy-access.log";
+/// One deploy at a time on a BASE.
+pub const LOCK_FILE: &str = ".ibi/deploy.lock";
 
-/// How a site's phase ended in this run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ending {
-    Done,
-    /// Done by an earlier run: nothing was done again.
-    DoneEarlier,
-    Failed(String),
-}
-
-#[derive(Debug, Clone)]
-pub struct SiteOutcome {
-    pub site: String,
-    pub bmc: String,
-    pub phase: Phase,
-    pub ending: Ending,
-    /// The phase's time, from its boot to its end, across runs.
-    pub took: Duration,
-    pub bytes_served: u64,
-}
-
-impl SiteOutcome {
-    pub fn failed(&self) -> bool {
-        matches!(self.ending, Ending::Failed(_))
-    }
+/// A run's result: each site's outcome, and the signal that interrupted it, if one did.
+#[derive(Debug)]
+pub struct Deployed {
+    pub outcomes: Vec<SiteOutcome>,
+    pub interrupted: Option<i32>,
 }
 
 /// Runs the phase for every site; errors only for what stops the whole run (the inventory, the
-/// installation ISO's settings, the server).
-pub fn deploy(o: &DeployOptions) -> Result<Vec<SiteOutcome>> {
+/// lock, the installation ISO's settings, the server).
+pub fn deploy(o: &DeployOptions) -> Result<Deployed> {
+    let interrupt = watch_signals()?;
     let targets = plan::targets(o)?;
     let signals = match o.phase {
         Phase::Factory => plan::factory_signals(&o.base)?,
@@ -57,50 +44,87 @@ pub fn deploy(o: &DeployOptions) -> Result<Vec<SiteOutcome>> {
             shutdown: false,
         },
     };
-    let build_failures = match o.phase {
-        Phase::Site => plan::build_missing(o, &targets)?,
-        Phase::Factory => Vec::new(),
+    // Before anything is built, served or touched; after the checks that need no lock, so a run
+    // refused for its inputs writes nothing.
+    let _lock = take_lock(o)?;
+    let mut failed: HashMap<String, String> = match o.phase {
+        Phase::Site => plan::build_missing(o, &targets)?.into_iter().collect(),
+        Phase::Factory => HashMap::new(),
     };
-    let todo: Vec<&Target> = targets
-        .iter()
-        .filter(|t| !done_earlier(o, t))
-        .filter(|t| plan::missing_image(t, &o.base).is_none())
-        .collect();
-    let server = match todo.is_empty() {
-        true => None,
-        false => Some(start_server(o, &todo)?),
-    };
-    let bar = count_bar(targets.len() as u64, o.phase.name());
-    let outcomes = match &server {
-        Some(server) => {
-            let ctx = Ctx {
-                opts: o,
-                permits: Permits::new(o.parallel),
-                server,
-                signals,
-            };
-            run_all(&ctx, &targets, &build_failures, &bar)
+    for t in &targets {
+        if let Some(e) = plan::missing_image(t, &o.base) {
+            failed.entry(t.name.clone()).or_insert(e);
         }
-        None => targets
-            .iter()
-            .map(|t| outcome(o, t, not_served(o, t, &build_failures)))
-            .collect(),
-    };
-    bar.finish_and_clear();
-    if let Some(s) = server {
-        s.stop()?;
     }
-    Ok(outcomes)
+    let served: Vec<&Target> = targets
+        .iter()
+        .filter(|t| !failed.contains_key(&t.name))
+        .collect();
+    let server = start_server(o, &served, signals)?;
+    let ctx = Ctx {
+        opts: o,
+        server: &server,
+        signals,
+        interrupt: interrupt.clone(),
+    };
+    let progress = Progress::new(targets.len(), o.phase.name());
+    let endings = Engine::new(&ctx, &targets, &failed, progress)?.run();
+    let outcomes = targets
+        .iter()
+        .zip(endings)
+        .map(|(t, (_, ending))| outcome(o, t, ending))
+        .collect();
+    server.stop()?;
+    let sig = interrupt.load(std::sync::atomic::Ordering::SeqCst);
+    Ok(Deployed {
+        outcomes,
+        interrupted: (sig != 0).then_some(sig as i32),
+    })
 }
 
-fn done_earlier(o: &DeployOptions, t: &Target) -> bool {
-    Record::open(&o.base, &t.name, o.phase, &t.address)
-        .ok()
-        .and_then(|r| r.get().map(|p| p.state == RunState::Done))
-        .unwrap_or(false)
+/// SIGINT/SIGTERM set the returned number (the engine then starts nothing new); a second one ends
+/// the process at once.
+fn watch_signals() -> Result<Arc<AtomicUsize>> {
+    let which = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM] {
+        // The conditional shutdown first: it must see the flag as the first signal left it.
+        signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, seen.clone())
+            .and_then(|_| signal_hook::flag::register(sig, seen.clone()))
+            .and_then(|_| signal_hook::flag::register_usize(sig, which.clone(), sig as usize))
+            .context("handling SIGINT and SIGTERM")?;
+    }
+    Ok(which)
 }
 
-fn start_server(o: &DeployOptions, todo: &[&Target]) -> Result<Running> {
+fn take_lock(o: &DeployOptions) -> Result<DirLock> {
+    let holder = Holder::me("deploy", Some(o.listen.to_string()));
+    lock::acquire(
+        &o.base.join(LOCK_FILE),
+        holder,
+        &o.base.display().to_string(),
+    )
+}
+
+/// The server for the sites to serve: one URL per host; in the factory each host's own variant of
+/// the installation ISO, carrying its own report token, when the hosts report.
+fn start_server(o: &DeployOptions, served: &[&Target], signals: HostSignals) -> Result<Running> {
+    let names: Vec<&str> = served.iter().map(|t| t.name.as_str()).collect();
+    let own = match (o.phase, signals.reports) {
+        (Phase::Factory, true) => tokens::load_or_draw(&o.base, &names)?,
+        _ => Default::default(),
+    };
+    let aliases = served
+        .iter()
+        .map(|t| {
+            let mut a = t.alias.clone();
+            a.host = own.get(&t.name).map(|token| HostToken {
+                site: t.name.clone(),
+                token: token.clone(),
+            });
+            a
+        })
+        .collect();
     let opts = ServeOptions {
         dir: o.base.clone(),
         listen: o.listen,
@@ -108,116 +132,18 @@ fn start_server(o: &DeployOptions, todo: &[&Target]) -> Result<Running> {
         public_url: o.public_url.clone(),
         rotate_tokens: false,
         selection: Some(Selection {
-            aliases: todo.iter().map(|t| t.alias.clone()).collect(),
+            aliases,
             map_file: o.base.join(MAP_FILE),
             access_log: o.base.join(ACCESS_LOG),
         }),
     };
-    let running = serve::prepare(&opts)?.start()?;
+    // BMCs behind one address (a NAT, a lab's emulator) may all download at once.
+    let per_address = serve::PER_ADDRESS_DEFAULT.max(2 * o.parallel + 16);
+    let running = serve::prepare(&opts)?.per_address(per_address).start()?;
     info!(
         "serving on {} (access log: {})",
         running.address,
         o.base.join(ACCESS_LOG).display()
     );
     Ok(running)
-}
-
-/// Why a site is not served at all: its build failed or its image is missing.
-fn not_served(
-    o: &DeployOptions,
-    t: &Target,
-    build_failures: &[(String, String)],
-) -> Option<String> {
-    if let Some((_, e)) = build_failures.iter().find(|(n, _)| *n == t.name) {
-        return Some(e.clone());
-    }
-    plan::missing_image(t, &o.base)
-}
-
-fn run_all(
-    ctx: &Ctx,
-    targets: &[Target],
-    build_failures: &[(String, String)],
-    bar: &ProgressBar,
-) -> Vec<SiteOutcome> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = targets
-            .iter()
-            .map(|t| {
-                s.spawn(move || {
-                    let failure = not_served(ctx.opts, t, build_failures);
-                    let out = run_one(ctx, t, failure);
-                    if let Ending::Failed(e) = &out.ending {
-                        bar.suspend(|| eprintln!("error: site {}: {e}", t.name));
-                    }
-                    bar.inc(1);
-                    out
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .zip(targets)
-            .map(|(h, t)| {
-                h.join().unwrap_or_else(|_| {
-                    outcome(ctx.opts, t, Some("the site's thread panicked".into()))
-                })
-            })
-            .collect()
-    })
-}
-
-/// One site: skipped when done earlier, else its phase, recorded.
-fn run_one(ctx: &Ctx, t: &Target, failure: Option<String>) -> SiteOutcome {
-    let o = ctx.opts;
-    let mut rec = match Record::open(&o.base, &t.name, o.phase, &t.address) {
-        Ok(r) => r,
-        Err(e) => return outcome(o, t, Some(format!("{e:#}"))),
-    };
-    if rec.get().is_some_and(|p| p.state == RunState::Done) {
-        return outcome(o, t, None);
-    }
-    let result = match (&failure, &t.bmc) {
-        (Some(e), _) | (None, Err(e)) => Err(e.clone()),
-        (None, Ok(bmc)) => match o.phase {
-            Phase::Factory => flow::factory(ctx, t, bmc, &mut rec),
-            Phase::Site => flow::site(ctx, t, bmc, &mut rec),
-        }
-        .map_err(|e| plan::describe(&e)),
-    };
-    if rec.get().is_none() {
-        // Failed before its boot began: still recorded, so `ibi status` shows why.
-        let _ = rec.begin();
-    }
-    let saved = rec.finish(&result);
-    let mut out = outcome(o, t, None);
-    out.ending = match (result, saved) {
-        (Ok(()), Ok(())) => Ending::Done,
-        (Err(e), _) => Ending::Failed(e),
-        (Ok(()), Err(e)) => Ending::Failed(format!("recording the end: {e:#}")),
-    };
-    out
-}
-
-/// The site's outcome from its record; `failure` when it failed before its record could say so.
-fn outcome(o: &DeployOptions, t: &Target, failure: Option<String>) -> SiteOutcome {
-    let rec = Record::open(&o.base, &t.name, o.phase, &t.address).ok();
-    let phase = rec.as_ref().and_then(|r| r.get().cloned());
-    let took = phase.as_ref().map_or(Duration::ZERO, |p| {
-        Duration::from_secs(p.finished.unwrap_or(p.updated).saturating_sub(p.started))
-    });
-    let ending = match (&failure, &phase) {
-        (Some(e), _) => Ending::Failed(e.clone()),
-        (None, Some(p)) if p.state == RunState::Done => Ending::DoneEarlier,
-        (None, Some(p)) => Ending::Failed(p.error.clone().unwrap_or_else(|| "not done".into())),
-        (None, None) => Ending::Failed("not done".into()),
-    };
-    SiteOutcome {
-        site: t.name.clone(),
-        bmc: t.address.clone(),
-        phase: o.phase,
-        ending,
-        took,
-        bytes_served: phase.map_or(0, |p| p.bytes_served),
-    }
 }

@@ -1,6 +1,36 @@
-//! The summary table deploy prints on stdout: one row per site.
+//! How each site's phase ended, and the summary table deploy prints on stdout: one row per site.
 
-use super::run::{Ending, SiteOutcome};
+use std::time::Duration;
+
+use crate::deliver::deploy_state::Phase;
+
+/// How a site's phase ended in this run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    Done,
+    /// Done by an earlier run: nothing was done again.
+    DoneEarlier,
+    Failed(String),
+    /// Still under way at this step when the run was interrupted.
+    Interrupted(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct SiteOutcome {
+    pub site: String,
+    pub bmc: String,
+    pub phase: Phase,
+    pub ending: Ending,
+    /// The phase's time, from its boot to its end, across runs.
+    pub took: Duration,
+    pub bytes_served: u64,
+}
+
+impl SiteOutcome {
+    pub fn failed(&self) -> bool {
+        matches!(self.ending, Ending::Failed(_))
+    }
+}
 
 /// SITE, BMC, PHASE, RESULT, TIME (m:ss), BYTES SERVED.
 pub fn table(rows: &[SiteOutcome]) -> String {
@@ -16,6 +46,7 @@ pub fn table(rows: &[SiteOutcome]) -> String {
                     Ending::Done => "done".into(),
                     Ending::DoneEarlier => "done (earlier run)".into(),
                     Ending::Failed(_) => "failed".into(),
+                    Ending::Interrupted(step) => format!("interrupted at {step}"),
                 },
                 format!("{}:{:02}", secs / 60, secs % 60),
                 r.bytes_served.to_string(),
@@ -59,8 +90,6 @@ pub fn table(rows: &[SiteOutcome]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deliver::deploy_state::Phase;
-    use std::time::Duration;
 
     #[test]
     fn one_aligned_row_per_site() {

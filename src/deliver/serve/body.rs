@@ -259,7 +259,8 @@ mod tests {
                 version,
                 recipe: None,
                 size: data.len() as u64,
-                sha256: String::new(),
+                etag: String::new(),
+                sha256: None,
             }
         };
         let access = || Access {

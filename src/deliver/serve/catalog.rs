@@ -48,6 +48,16 @@ pub struct Alias {
     pub name: String,
     /// The discovered image it serves, e.g. `rhcos-ibi.iso`.
     pub of: String,
+    /// For the installation ISO: the host's own report token, which its variant carries and which
+    /// makes its reports the site's.
+    pub host: Option<HostToken>,
+}
+
+/// A site's own report token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostToken {
+    pub site: String,
+    pub token: Secret,
 }
 
 /// The images `aliases` name, under their own names, from what [`discover`] found in `dir`.
@@ -58,10 +68,19 @@ pub fn select(
 ) -> Result<Vec<(String, Source)>> {
     aliases
         .iter()
-        .map(|a| match found.iter().find(|(n, _)| *n == a.of) {
-            Some((_, src)) => Ok((a.name.clone(), src.clone())),
-            None => bail!("{} has no {}", dir.display(), a.of),
-        })
+        .map(
+            |a| match (found.iter().find(|(n, _)| *n == a.of), &a.host) {
+                (Some((_, src)), None) => Ok((a.name.clone(), src.clone())),
+                (Some((_, src)), Some(h)) => Ok((
+                    a.name.clone(),
+                    Source::Host {
+                        of: Box::new(src.clone()),
+                        token: h.token.clone(),
+                    },
+                )),
+                (None, _) => bail!("{} has no {}", dir.display(), a.of),
+            },
+        )
         .collect()
 }
 
@@ -71,7 +90,9 @@ pub struct ServedEntry {
     pub name: String,
     pub file: String,
     pub url: String,
-    pub sha256: String,
+    /// Absent for a host's own variant of the installation ISO, which is never hashed whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
     pub size: u64,
 }
 
@@ -230,16 +251,16 @@ impl ServedFile {
     }
 
     /// Records a new version of image `index`; rewrites the file when something changed.
-    pub fn update(&self, index: usize, sha256: &str, size: u64) {
+    pub fn update(&self, index: usize, sha256: Option<&str>, size: u64) {
         let snapshot = {
             let mut entries = self.lock();
             let Some(e) = entries.get_mut(index) else {
                 return;
             };
-            if e.sha256 == sha256 && e.size == size {
+            if e.sha256.as_deref() == sha256 && e.size == size {
                 return;
             }
-            e.sha256 = sha256.to_string();
+            e.sha256 = sha256.map(str::to_string);
             e.size = size;
             entries.clone()
         };
@@ -275,7 +296,8 @@ pub fn table(entries: &[ServedEntry]) -> String {
         "NAME", "SIZE", "SHA256"
     );
     for e in entries {
-        let short = e.sha256.get(..12).unwrap_or(&e.sha256);
+        let sha = e.sha256.as_deref().unwrap_or("-");
+        let short = sha.get(..12).unwrap_or(sha);
         out.push_str(&format!(
             "{:<width$}  {:>12}  {short:<12}  {}\n",
             e.name, e.size, e.url
@@ -365,6 +387,7 @@ mod tests {
         let alias = |name: &str, of: &str| Alias {
             name: name.into(),
             of: of.into(),
+            host: None,
         };
         let got = select(
             d.path(),

@@ -78,7 +78,9 @@ pub async fn handle(
             return Ok(bare(StatusCode::INTERNAL_SERVER_ERROR, access));
         }
     };
-    state.served.update(index, &opened.sha256, opened.size);
+    state
+        .served
+        .update(index, opened.sha256.as_deref(), opened.size);
     Ok(answer(
         req.method() == Method::HEAD,
         req.headers(),
@@ -178,7 +180,7 @@ fn answer(
     opened: Opened,
     mut access: Access,
 ) -> Response<ImageBody> {
-    let etag = format!("\"{}\"", opened.sha256);
+    let etag = format!("\"{}\"", opened.etag);
     let p = plan(headers, opened.size, &etag);
     access.status = p.status;
     access.range = p

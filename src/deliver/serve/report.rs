@@ -21,6 +21,7 @@ use tracing::warn;
 
 use super::access_log::AccessLog;
 use super::body::utc_timestamp;
+use super::catalog::HostToken;
 use crate::contract::host_report::{HostReport, MAX_REPORT_BYTES, REPORT_ENDPOINT};
 use crate::deliver::report_store::{ReportStore, StoredReport};
 use crate::install_image::status_token;
@@ -40,6 +41,8 @@ pub struct Reports {
     dir: PathBuf,
     /// Where an accepted report's line goes: the server's record, beside the access log.
     log: Arc<AccessLog>,
+    /// `ibi deploy`'s hosts' own tokens: a report carrying one is that site's.
+    hosts: Vec<HostToken>,
     /// Opened at the first accepted report, so a server nobody reports to writes nothing.
     store: Mutex<Option<ReportStore>>,
 }
@@ -60,11 +63,19 @@ impl Outcome {
     }
 }
 
+/// A token the endpoint accepts, and the site it speaks for (none: the ISO's own token).
+#[derive(Debug)]
+struct Accepted {
+    token: Secret,
+    site: Option<String>,
+}
+
 impl Reports {
-    pub fn new(dir: PathBuf, log: Arc<AccessLog>) -> Reports {
+    pub fn new(dir: PathBuf, log: Arc<AccessLog>, hosts: Vec<HostToken>) -> Reports {
         Reports {
             dir,
             log,
+            hosts,
             store: Mutex::new(None),
         }
     }
@@ -74,45 +85,65 @@ impl Reports {
         if req.method() != Method::POST {
             return Outcome::refused(StatusCode::METHOD_NOT_ALLOWED, "not a POST");
         }
-        let token = match self.expected_token().await {
+        let tokens = match self.accepted_tokens().await {
             Ok(t) => t,
             Err(why) => return Outcome::refused(StatusCode::FORBIDDEN, why),
         };
-        if let Err(o) = check_token(req.headers(), &token) {
-            return o;
-        }
+        let by = match check_token(req.headers(), &tokens) {
+            Ok(a) => a,
+            Err(o) => return o,
+        };
         let (parts, body) = req.into_parts();
         let bytes = match read_body(&parts.headers, body).await {
             Ok(b) => b,
             Err(o) => return o,
         };
-        let report = match decode(&bytes, &token) {
+        let report = match decode(&bytes, &by.token) {
             Ok(r) => r,
             Err(why) => return Outcome::refused(StatusCode::BAD_REQUEST, why),
         };
-        self.keep(client, report).await
+        self.keep(client, report, by.site.clone()).await
     }
 
-    async fn expected_token(&self) -> Result<Secret, String> {
+    /// The ISO's own token (read again each time: an ISO built after the start is heard) and the
+    /// hosts' own tokens.
+    async fn accepted_tokens(&self) -> Result<Vec<Accepted>, String> {
         let dir = self.dir.clone();
         let loaded = tokio::task::spawn_blocking(move || status_token::load(&dir)).await;
-        match loaded {
-            Ok(Ok(Some(t))) => Ok(t),
-            Ok(Ok(None)) => Err(format!(
+        let own = match loaded {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => return Err(format!("{e:#}")),
+            Err(e) => return Err(format!("reading the report token: {e}")),
+        };
+        let mut tokens: Vec<Accepted> = self
+            .hosts
+            .iter()
+            .map(|h| Accepted {
+                token: h.token.clone(),
+                site: Some(h.site.clone()),
+            })
+            .collect();
+        tokens.extend(own.map(|token| Accepted { token, site: None }));
+        if tokens.is_empty() {
+            return Err(format!(
                 "{} has no report token: no installation ISO with statusURL was built there",
                 self.dir.display()
-            )),
-            Ok(Err(e)) => Err(format!("{e:#}")),
-            Err(e) => Err(format!("reading the report token: {e}")),
+            ));
         }
+        Ok(tokens)
     }
 
-    async fn keep(self: Arc<Self>, client: String, report: HostReport) -> Outcome {
-        let line = record_line(&client, &report);
+    async fn keep(
+        self: Arc<Self>,
+        client: String,
+        report: HostReport,
+        site: Option<String>,
+    ) -> Outcome {
+        let line = record_line(&client, site.as_deref(), &report);
         let stored = StoredReport {
             received: unix_now(),
             client,
-            site: None,
+            site,
             report,
         };
         let me = self.clone();
@@ -149,21 +180,27 @@ impl Reports {
     }
 }
 
-/// `Authorization: Bearer <token>`, compared in constant time.
-fn check_token(headers: &HeaderMap, want: &Secret) -> Result<(), Outcome> {
+/// `Authorization: Bearer <token>`, compared in constant time with every accepted token (so the
+/// time taken says nothing about which came close).
+fn check_token<'a>(headers: &HeaderMap, accepted: &'a [Accepted]) -> Result<&'a Accepted, Outcome> {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    match given {
-        None => Err(Outcome::refused(
+    let Some(given) = given else {
+        return Err(Outcome::refused(
             StatusCode::UNAUTHORIZED,
             "no Authorization: Bearer header",
-        )),
-        Some(t) if token_matches(t, want.expose_str()) => Ok(()),
-        Some(_) => Err(Outcome::refused(StatusCode::FORBIDDEN, "wrong token")),
+        ));
+    };
+    let mut found = None;
+    for a in accepted {
+        if token_matches(given, a.token.expose_str()) && found.is_none() {
+            found = Some(a);
+        }
     }
+    found.ok_or_else(|| Outcome::refused(StatusCode::FORBIDDEN, "wrong token"))
 }
 
 /// The body, at most [`MAX_REPORT_BYTES`] of it, within [`BODY_TIMEOUT`].
@@ -231,15 +268,17 @@ pub fn decode(bytes: &[u8], token: &Secret) -> Result<HostReport, String> {
     Ok(report)
 }
 
-/// The server's line about an accepted report (after the timestamp). Host-given text is quoted, so a
-/// host cannot forge lines of the record.
-fn record_line(client: &str, r: &HostReport) -> String {
+/// The server's line about an accepted report (after the timestamp). Host-given text is quoted (Rust's
+/// `{:?}` escapes every control character), so a host cannot forge lines of the record or reach the
+/// terminal of whoever reads it.
+fn record_line(client: &str, site: Option<&str>, r: &HostReport) -> String {
     let state = serde_json::to_value(r.status.state)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
     format!(
-        "{client} report host={} hostname={:?} step={:?} state={state}{}",
+        "{client} report site={} host={:?} hostname={:?} step={:?} state={state}{}",
+        site.unwrap_or("-"),
         r.host.product_uuid.as_deref().unwrap_or("-"),
         r.host.hostname,
         r.status.step,
@@ -277,8 +316,17 @@ mod tests {
     }
 
     #[test]
-    fn the_token_decides_between_401_403_and_through() {
-        let want = Secret::new(TOKEN);
+    fn the_token_decides_between_401_403_and_which_site() {
+        let want = [
+            Accepted {
+                token: Secret::new("a".repeat(32)),
+                site: Some("a17".into()),
+            },
+            Accepted {
+                token: Secret::new(TOKEN),
+                site: None,
+            },
+        ];
         assert_eq!(
             check_token(&headers(None), &want).unwrap_err().status,
             StatusCode::UNAUTHORIZED
@@ -295,7 +343,10 @@ mod tests {
             wrong,
             Outcome::refused(StatusCode::FORBIDDEN, "wrong token")
         );
-        check_token(&headers(Some(&format!("Bearer {TOKEN}"))), &want).unwrap();
+        let own = check_token(&headers(Some(&format!("Bearer {TOKEN}"))), &want).unwrap();
+        assert_eq!(own.site, None);
+        let host = check_token(&headers(Some(&format!("Bearer {}", "a".repeat(32)))), &want);
+        assert_eq!(host.unwrap().site.as_deref(), Some("a17"));
     }
 
     fn body(logs: Vec<String>, error: Option<String>) -> Vec<u8> {
@@ -344,10 +395,10 @@ mod tests {
     #[test]
     fn the_record_line_quotes_what_the_host_wrote() {
         let r: HostReport = serde_json::from_slice(&body(Vec::new(), None)).unwrap();
-        let line = record_line("127.0.0.1:1", &r);
+        let line = record_line("127.0.0.1:1", Some("a17"), &r);
         assert_eq!(
             line,
-            "127.0.0.1:1 report host=- hostname=\"h\\nforged line\" step=\"\" state=running finished"
+            "127.0.0.1:1 report site=a17 host=\"-\" hostname=\"h\\nforged line\" step=\"\" state=running finished"
         );
     }
 }

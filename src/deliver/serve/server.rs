@@ -20,18 +20,32 @@ use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use super::access_log::AccessLog;
-use super::catalog::{Alias, Image, ServedEntry, ServedFile};
+use super::catalog::{Alias, HostToken, Image, ServedEntry, ServedFile};
 use super::handler::State;
+use super::limits::{Dropped, Limits};
 use super::report::Reports;
 use super::source::{Cache, open};
 use super::tls::Host;
 
-/// A client must finish its request headers (and its TLS handshake) within this.
+/// A client must send its first byte (the TLS ClientHello, or the request line) within this of
+/// connecting, or it is dropped: a socket opened and left silent holds a slot for this long only.
+const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A client that has started must finish its TLS handshake, and each request's headers, within
+/// this. hyper starts it again when an answer ends, so it is also how long an idle keep-alive
+/// connection is kept between two requests.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// On stop, answers under way get this long before connections are dropped.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Connections served at once; more wait in the kernel's backlog. Bounds memory.
 const MAX_CONNECTIONS: usize = 256;
+/// Connections one client address may hold at once (a BMC uses one to four); more are closed at
+/// once, so one address can neither fill [`MAX_CONNECTIONS`] nor keep another's from being accepted.
+pub const PER_ADDRESS_DEFAULT: usize = 32;
+/// `ibi serve`'s lock on its DIR, held while it runs (taken by the command, not by [`prepare`]:
+/// `ibi deploy` prepares a server too, under its own lock).
+pub const LOCK_FILE: &str = ".ibi/serve.lock";
+/// Dropped connections are summed up in one log line this often (when there were any).
+const DROP_REPORT_EVERY: Duration = Duration::from_secs(10);
 /// Threads for hashing a rebuilt image while others are served.
 const BLOCKING_THREADS: usize = 4;
 
@@ -74,6 +88,7 @@ pub struct Prepared {
     listener: StdListener,
     acceptor: Option<SslAcceptor>,
     state: Arc<State>,
+    per_address: usize,
     /// The certificate path and whether it was just made (self-signed only).
     pub certificate: Option<(PathBuf, bool)>,
     pub address: SocketAddr,
@@ -84,14 +99,23 @@ impl Prepared {
         self.state.served.entries()
     }
 
+    /// At most `n` connections at once from one client address ([`PER_ADDRESS_DEFAULT`] unless
+    /// set); 0 is taken as 1.
+    pub fn per_address(mut self, n: usize) -> Prepared {
+        self.per_address = n.max(1);
+        self
+    }
+
     /// Serves until SIGINT or SIGTERM.
     pub fn serve(self) -> Result<()> {
         let rt = runtime()?;
         let stop = rt.block_on(async { stop_signal() })?;
+        let limits = self.limits();
         rt.block_on(run(
             self.listener,
             self.acceptor.map(Arc::new),
             self.state,
+            limits,
             stop,
         ))?;
         eprintln!("ibi serve: stopped");
@@ -104,6 +128,7 @@ impl Prepared {
         let rt = runtime()?;
         let (tx, rx) = oneshot::channel::<()>();
         let state = self.state.clone();
+        let limits = self.limits();
         let (listener, acceptor) = (self.listener, self.acceptor.map(Arc::new));
         let stop = async move {
             let _ = rx.await;
@@ -111,7 +136,7 @@ impl Prepared {
         };
         let thread = std::thread::Builder::new()
             .name("ibi-serve".into())
-            .spawn(move || rt.block_on(run(listener, acceptor, state, stop)))
+            .spawn(move || rt.block_on(run(listener, acceptor, state, limits, stop)))
             .context("starting the server thread")?;
         Ok(Running {
             stop: Some(tx),
@@ -119,6 +144,14 @@ impl Prepared {
             state: self.state,
             address: self.address,
         })
+    }
+
+    fn limits(&self) -> Arc<Limits> {
+        Arc::new(Limits::new(
+            self.per_address,
+            FIRST_BYTE_TIMEOUT,
+            self.state.log.clone(),
+        ))
     }
 }
 
@@ -188,6 +221,13 @@ pub fn prepare(opts: &ServeOptions) -> Result<Prepared> {
         .context("setting up the listener")?;
     let address = listener.local_addr().context("reading the bound address")?;
     let plain = matches!(opts.tls, TlsChoice::Plain);
+    if plain {
+        warn!(
+            "--plain-http: image URLs and report tokens travel in clear text; anyone on the network \
+             path can read them and fetch the images, which hold the pull secret (and a site's \
+             cluster keys)"
+        );
+    }
     let public = public_base(opts.public_url.as_ref(), address, plain)?;
     let (acceptor, certificate) = setup_tls(opts, address, &public)?;
     let mut found = super::catalog::discover(&opts.dir)?;
@@ -212,16 +252,29 @@ pub fn prepare(opts: &ServeOptions) -> Result<Prepared> {
         images,
         cache,
         served,
-        reports: Arc::new(Reports::new(opts.dir.clone(), log.clone())),
+        reports: Arc::new(Reports::new(
+            opts.dir.clone(),
+            log.clone(),
+            host_tokens(opts),
+        )),
         log,
     });
     Ok(Prepared {
         listener,
         acceptor,
         state,
+        per_address: PER_ADDRESS_DEFAULT,
         certificate,
         address,
     })
+}
+
+/// The hosts' own report tokens deploy's aliases carry.
+fn host_tokens(opts: &ServeOptions) -> Vec<HostToken> {
+    opts.selection
+        .iter()
+        .flat_map(|s| s.aliases.iter().filter_map(|a| a.host.clone()))
+        .collect()
 }
 
 fn entry(img: &Image, cache: &Cache, public: &str) -> Result<ServedEntry> {
@@ -295,12 +348,14 @@ async fn run(
     listener: StdListener,
     acceptor: Option<Arc<SslAcceptor>>,
     state: Arc<State>,
+    limits: Arc<Limits>,
     stop: impl Future<Output = Result<()>>,
 ) -> Result<()> {
     let listener = TcpListener::from_std(listener).context("registering the listener")?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut conns = JoinSet::new();
+    let reporter = tokio::spawn(report_drops(limits.clone()));
     let mut stop = pin!(stop);
     loop {
         let permit = tokio::select! {
@@ -314,10 +369,19 @@ async fn run(
             },
             r = &mut stop => { r?; break; }
         };
-        let (st, acc, rx) = (state.clone(), acceptor.clone(), stop_rx.clone());
+        // Over its address's share: closed at once, its slot free for the next client.
+        let Some(slot) = limits.admit(peer.ip()) else {
+            continue;
+        };
+        let (st, acc, rx, lim) = (
+            state.clone(),
+            acceptor.clone(),
+            stop_rx.clone(),
+            limits.clone(),
+        );
         conns.spawn(async move {
-            serve_connection(tcp, peer, acc, st, rx).await;
-            drop(permit);
+            serve_connection(tcp, peer, acc, st, rx, lim).await;
+            drop((slot, permit));
         });
         while conns.try_join_next().is_some() {}
     }
@@ -333,7 +397,19 @@ async fn run(
         warn!("{} download(s) cut short by the stop", conns.len());
         conns.abort_all();
     }
+    reporter.abort();
+    limits.report();
     Ok(())
+}
+
+/// Sums up dropped connections every [`DROP_REPORT_EVERY`]; one line a period at most.
+async fn report_drops(limits: Arc<Limits>) {
+    let first = tokio::time::Instant::now() + DROP_REPORT_EVERY;
+    let mut every = tokio::time::interval_at(first, DROP_REPORT_EVERY);
+    loop {
+        every.tick().await;
+        limits.report();
+    }
 }
 
 /// A future that resolves on SIGINT or SIGTERM; the handlers are installed at once, before the
@@ -356,9 +432,22 @@ async fn serve_connection(
     peer: SocketAddr,
     acceptor: Option<Arc<SslAcceptor>>,
     state: Arc<State>,
-    stop: watch::Receiver<bool>,
+    mut stop: watch::Receiver<bool>,
+    limits: Arc<Limits>,
 ) {
     let _ = tcp.set_nodelay(true);
+    // A socket that never speaks holds a slot only this long. peek leaves the byte for TLS or HTTP.
+    let mut first = [0u8; 1];
+    let spoke = tokio::select! {
+        r = tokio::time::timeout(FIRST_BYTE_TIMEOUT, tcp.peek(&mut first)) => r,
+        _ = stop.changed() => return,
+    };
+    match spoke {
+        Ok(Ok(0)) => return, // closed without a word
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return debug!("{peer}: {e}"),
+        Err(_) => return limits.dropped(peer.ip(), Dropped::Idle),
+    }
     match acceptor {
         None => drive(TokioIo::new(tcp), peer, state, stop).await,
         Some(acc) => {

@@ -9,21 +9,34 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::install_image::variant::{Recipe, hash_base_and_patched, load_recipe};
-use crate::util::file_version::FileVersion;
+use openssl::sha::Sha256;
 
-/// An image's bytes: a file, or a base ISO with patches (`create image --patch-only`).
+use crate::install_image::per_host;
+use crate::install_image::variant::{BaseIso, Recipe, hash_base_and_patched, load_recipe};
+use crate::util::digest::hex;
+use crate::util::file_version::FileVersion;
+use crate::util::secret::Secret;
+
+/// An image's bytes: a file, or a base ISO with patches (`create image --patch-only`), or one
+/// host's own installation ISO made from either.
 #[derive(Debug, Clone)]
 pub enum Source {
     File(PathBuf),
     /// The path of the patch file.
     Variant(PathBuf),
+    /// The installation ISO `of` with its report settings carrying this host's own report token
+    /// (`install_image::per_host`): one patch more, computed once per version of `of`.
+    Host {
+        of: Box<Source>,
+        token: Secret,
+    },
 }
 
 impl Source {
     pub fn path(&self) -> &Path {
         match self {
             Source::File(p) | Source::Variant(p) => p,
+            Source::Host { of, .. } => of.path(),
         }
     }
 }
@@ -36,7 +49,12 @@ pub struct Opened {
     /// The patches laid over `file`'s bytes, for a variant.
     pub recipe: Option<Arc<Recipe>>,
     pub size: u64,
-    pub sha256: String,
+    /// The strong entity tag: the bytes' sha256, or for a host's variant the sha256 of what makes
+    /// it (the installation ISO's sha256 and the host's patch).
+    pub etag: String,
+    /// The bytes' sha256 when known: a host's variant is never hashed whole (a full read of the
+    /// ISO per host).
+    pub sha256: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +75,8 @@ type Slot<T> = Arc<Mutex<Option<T>>>;
 pub struct Cache {
     hashes: Mutex<HashMap<PathBuf, (FileVersion, Slot<String>)>>,
     recipes: Mutex<HashMap<PathBuf, (FileVersion, Arc<Recipe>)>>,
+    /// Hosts' variants, by the digest of the host's token, with the ISO version they were made from.
+    hosts: Mutex<HashMap<String, (String, Arc<Recipe>)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -110,11 +130,66 @@ pub fn open(source: &Source, cache: &Cache) -> Result<Opened, OpenError> {
                 version,
                 recipe: None,
                 size: version.size,
-                sha256,
+                etag: sha256.clone(),
+                sha256: Some(sha256),
             })
         }
         Source::Variant(path) => open_variant(path, cache),
+        Source::Host { of, token } => open_host(of, token, cache),
     }
+}
+
+/// A host's variant: `of` opened as usual, then its patches with the host's Ignition patch in place
+/// of the fleet's. Made at the first request per version of `of` (a decode and an xz of a few KiB).
+fn open_host(of: &Source, token: &Secret, cache: &Cache) -> Result<Opened, OpenError> {
+    let inner = open(of, cache)?;
+    let key = hex(&openssl::sha::sha256(token.expose_str().as_bytes()));
+    let kept = lock(&cache.hosts)
+        .get(&key)
+        .filter(|(v, _)| *v == inner.etag)
+        .map(|(_, r)| r.clone());
+    let recipe = match kept {
+        Some(r) => r,
+        None => {
+            let r = Arc::new(host_recipe(of, &inner, token)?);
+            lock(&cache.hosts).insert(key, (inner.etag.clone(), r.clone()));
+            r
+        }
+    };
+    Ok(Opened {
+        file: inner.file,
+        version: inner.version,
+        size: inner.size,
+        etag: recipe.sha256.clone(),
+        sha256: None,
+        recipe: Some(recipe),
+    })
+}
+
+fn host_recipe(of: &Source, inner: &Opened, token: &Secret) -> Result<Recipe, OpenError> {
+    let fleet_patches = inner.recipe.as_ref().map_or(&[][..], |r| &r.patches[..]);
+    let failed = |e: anyhow::Error| {
+        OpenError::Stale(format!(
+            "making the host's variant of {}: {e:#}",
+            of.path().display()
+        ))
+    };
+    let embedded = per_host::read(&inner.file, fleet_patches).map_err(failed)?;
+    let patch = embedded.patch_for(token).map_err(failed)?;
+    let mut tag = Sha256::new();
+    tag.update(inner.etag.as_bytes());
+    tag.update(&patch.offset.to_be_bytes());
+    tag.update(&patch.data);
+    Ok(Recipe {
+        base: BaseIso {
+            path: of.path().to_path_buf(),
+            version: inner.version,
+            sha256: inner.etag.clone(),
+        },
+        size: inner.size,
+        sha256: hex(&tag.finish()),
+        patches: per_host::with_host_patch(fleet_patches, embedded.area(), patch),
+    })
 }
 
 fn open_variant(path: &Path, cache: &Cache) -> Result<Opened, OpenError> {
@@ -144,7 +219,8 @@ fn open_variant(path: &Path, cache: &Cache) -> Result<Opened, OpenError> {
         file,
         version,
         size: recipe.size,
-        sha256: recipe.sha256.clone(),
+        etag: recipe.sha256.clone(),
+        sha256: Some(recipe.sha256.clone()),
         recipe: Some(recipe),
     })
 }
@@ -183,16 +259,17 @@ mod tests {
         std::fs::write(&tmp, b"second!").unwrap();
         std::fs::rename(&tmp, &p).unwrap();
         let two = open(&Source::File(p.clone()), &cache).unwrap();
-        assert_ne!(one.sha256, two.sha256);
+        assert_ne!(one.etag, two.etag);
         assert_eq!((one.size, two.size), (5, 7));
         let mut buf = [0u8; 5];
         std::os::unix::fs::FileExt::read_exact_at(&one.file, &mut buf, 0).unwrap();
         assert_eq!(&buf, b"first");
         // sha256("first")
         assert_eq!(
-            one.sha256,
-            "a7937b64b8caa58f03721bb6bacf5c78cb235febe0e70b1b84cd99541461a08e"
+            one.sha256.as_deref(),
+            Some("a7937b64b8caa58f03721bb6bacf5c78cb235febe0e70b1b84cd99541461a08e")
         );
+        assert_eq!(one.sha256.as_deref(), Some(one.etag.as_str()));
     }
 
     #[test]

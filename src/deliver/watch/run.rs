@@ -158,26 +158,61 @@ impl Outcome {
 }
 
 /// Watches the site's cluster; `on_event` hears each change as it happens (a caller that does not
-/// care passes `&mut |_| {}`). Blocking: a fleet watches each site on a thread of its own.
+/// care passes `&mut |_| {}`). Blocking: a caller that watches many sites uses [`Watcher`], one look
+/// at a time.
 ///
 /// `Ok` is the verdict, ready or not ([`Outcome::ready`], [`Outcome::not_ready_reason`]); a host
 /// that never answers is an `Ok` not ready, with [`Outcome::reached`] false. `Err` is what no wait
 /// cures: an unusable site directory, an untrusted server, refused credentials.
 pub fn watch(req: &WatchRequest, on_event: &mut dyn FnMut(&Event)) -> Result<Outcome> {
-    let (client, expected) = open_site(&req.site_dir)?;
+    let mut w = Watcher::open(&req.site_dir)?;
     let deadline = Instant::now() + req.timeout;
-    let mut t = Tracker::new(client.origin(), now());
     loop {
-        let obs = observe(&client).map_err(|e| hint(e, &req.site_dir))?;
-        debug!(?obs, "observed");
-        t.update(now(), &expected, &obs, on_event);
+        let ready = w.look(on_event)?;
         let left = deadline.saturating_duration_since(Instant::now());
-        if t.all_held() || left.is_zero() {
+        if ready || left.is_zero() {
             break;
         }
         std::thread::sleep(req.interval.min(left));
     }
-    Ok(t.finish(now()))
+    Ok(w.outcome())
+}
+
+/// One site's watch, a look at a time: for a fleet, where a few threads look at many clusters in
+/// turn and the caller keeps the clock.
+pub struct Watcher {
+    site_dir: PathBuf,
+    client: Client,
+    expected: Expected,
+    tracker: Tracker,
+}
+
+impl Watcher {
+    /// Reads the site's kubeconfig and what its ISO promises; looks at nothing yet.
+    pub fn open(site_dir: &std::path::Path) -> Result<Watcher> {
+        let (client, expected) = open_site(site_dir)?;
+        let tracker = Tracker::new(client.origin(), now());
+        Ok(Watcher {
+            site_dir: site_dir.to_path_buf(),
+            client,
+            expected,
+            tracker,
+        })
+    }
+
+    /// One look (a few GETs, each bounded); whether every milestone holds now. `Err` for what no
+    /// wait cures.
+    pub fn look(&mut self, on_event: &mut dyn FnMut(&Event)) -> Result<bool> {
+        let obs = observe(&self.client).map_err(|e| hint(e, &self.site_dir))?;
+        debug!(?obs, "observed");
+        self.tracker.update(now(), &self.expected, &obs, on_event);
+        Ok(self.tracker.all_held())
+    }
+
+    /// The verdict so far.
+    pub fn outcome(&self) -> Outcome {
+        self.tracker.clone().finish(now())
+    }
 }
 
 fn now() -> DateTime<Utc> {
@@ -212,6 +247,7 @@ fn hint(e: ApiError, dir: &std::path::Path) -> anyhow::Error {
 }
 
 /// Milestones' states across looks.
+#[derive(Clone)]
 struct Tracker {
     server: String,
     started: DateTime<Utc>,

@@ -96,6 +96,8 @@ fn run_bounded(cmd: &mut Command) -> Result<(), String> {
 /// A running emulator; stopped by PID when dropped.
 pub struct Emulator {
     child: Option<Child>,
+    bin: PathBuf,
+    port: u16,
     pub url: String,
     pub cert: PathBuf,
     pub password_file: PathBuf,
@@ -134,8 +136,32 @@ impl Emulator {
         )
         .expect("config");
         let port = free_port();
-        let child = Command::new(bin)
-            .args(["--fake", "-i", "127.0.0.1", "-p", &port.to_string()])
+        let mut emu = Emulator {
+            child: None,
+            bin: bin.to_path_buf(),
+            port,
+            url: format!("https://127.0.0.1:{port}"),
+            cert: d.join("cert.pem"),
+            password_file: d.join("password"),
+            dir,
+            uuid: uuid.to_string(),
+        };
+        emu.launch();
+        emu
+    }
+
+    /// Starts the emulator process on its port and state (again, after [`Emulator::pause`]).
+    fn launch(&mut self) {
+        let d = self.dir.path();
+        let log = |name: &str| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(d.join(name))
+                .expect("log")
+        };
+        let child = Command::new(&self.bin)
+            .args(["--fake", "-i", "127.0.0.1", "-p", &self.port.to_string()])
             .arg("--config")
             .arg(d.join("emulator.conf"))
             .arg("--ssl-certificate")
@@ -143,22 +169,27 @@ impl Emulator {
             .arg("--ssl-key")
             .arg(d.join("key.pem"))
             .env("TMPDIR", d.join("tmp"))
-            .stdout(std::fs::File::create(d.join("log")).expect("log"))
-            .stderr(Stdio::from(
-                std::fs::File::create(d.join("log.err")).expect("log"),
-            ))
+            .stdout(Stdio::from(log("log")))
+            .stderr(Stdio::from(log("log.err")))
             .spawn()
             .expect("starting sushy-emulator");
-        let emu = Emulator {
-            child: Some(child),
-            url: format!("https://127.0.0.1:{port}"),
-            cert: d.join("cert.pem"),
-            password_file: d.join("password"),
-            dir,
-            uuid: uuid.to_string(),
-        };
-        emu.wait_ready();
-        emu
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    /// The BMC goes away (its process stopped by PID); its state stays on disk for
+    /// [`Emulator::resume`]: a BMC that is briefly down, as a real one is during a reset.
+    pub fn pause(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            super::stop_child(&mut c);
+        }
+    }
+
+    /// The BMC back on the same address with the state it had.
+    pub fn resume(&mut self) {
+        if self.child.is_none() {
+            self.launch();
+        }
     }
 
     fn wait_ready(&self) {

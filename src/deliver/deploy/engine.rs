@@ -1,0 +1,757 @@
+//! The fleet's clock. One loop on the calling thread holds every site's state and decides; blocking
+//! work runs on two fixed pools: `--parallel` threads for BMC jobs (boot, eject, power reads) and
+//! [`LOOK_THREADS`] for looks at clusters. The hosts' reports are read once per poll for the whole
+//! fleet, from where the last read ended. Threads and memory so follow `--parallel`, not the number
+//! of sites: a waiting site is a few hundred bytes of state, not a thread.
+//!
+//! Each site: boot (factory: the installation ISO, one-time CD override; site: the configuration ISO,
+//! boot the disk) → wait (factory: the host's final report with its own token, or with `shutdown:
+//! true` its power off; site: the cluster ready) → eject → done. Every step is saved in the site's
+//! record before the next begins, and `booted` before the power-on request, so a re-run resumes
+//! where this one stopped and never boots a host twice for one phase (see `record`).
+//!
+//! SIGINT/SIGTERM: no new job starts; the jobs under way get [`STOP_GRACE`] to finish; the caller
+//! prints the table so far and exits 130/143.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+
+use super::plan::{Bmc, DeployOptions, HostSignals, Target};
+use super::pool::Pool;
+use super::progress::Progress;
+use super::record::{Record, Resume, STEP_BOOT, STEP_EJECT, STEP_WAIT_REPORT, STEP_WATCH};
+use super::summary::{Ending, SiteOutcome};
+use crate::contract::agent_status::RunState;
+use crate::deliver::boot::{self, BootEvent, BootFrom, BootRequest, Job};
+use crate::deliver::deploy_state::Phase;
+use crate::deliver::report_store::{StoredReport, Tail};
+use crate::deliver::serve::Running;
+use crate::deliver::watch::Watcher;
+use crate::redfish::Client;
+use crate::redfish::system::{self, Patience};
+use crate::util::secret::Secret;
+
+/// Threads that look at clusters (site phase): a look is a few bounded GETs.
+pub const LOOK_THREADS: usize = 4;
+/// How often the loop wakes when nothing arrives.
+const TICK: Duration = Duration::from_millis(200);
+/// After an interrupt, how long the jobs under way get to finish.
+pub const STOP_GRACE: Duration = Duration::from_secs(60);
+
+/// What every site shares.
+pub struct Ctx<'a> {
+    pub opts: &'a DeployOptions,
+    pub server: &'a Running,
+    /// The factory's ways of hearing that a host is done.
+    pub signals: HostSignals,
+    /// The signal that asked to stop (0: none yet).
+    pub interrupt: Arc<AtomicUsize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Boot,
+    Wait,
+    Eject,
+    Finished,
+}
+
+/// What the fleet heard from one site's host (with the site's own token) since the store was opened:
+/// only what a decision needs, so memory does not grow with the reports.
+#[derive(Debug, Default, Clone)]
+struct News {
+    /// The last report's arrival (server clock).
+    last: Option<u64>,
+    /// The last end report: its arrival, how it ended and why.
+    end: Option<(u64, RunState, Option<String>, String)>,
+}
+
+struct Site<'t> {
+    t: &'t Target,
+    /// `None` while a BMC job holds it.
+    rec: Option<Record>,
+    stage: Stage,
+    busy: bool,
+    deadline: Option<Instant>,
+    next_look: Instant,
+    /// The site phase's watch; `None` while a look holds it.
+    watcher: Option<Box<Watcher>>,
+    sent_seen: u64,
+    ending: Option<Ending>,
+}
+
+enum Msg {
+    Booted(usize, Record, Result<boot::Report>),
+    Ejected(usize, Record, Result<()>),
+    Power(usize, Result<String>),
+    Looked(usize, Box<Watcher>, Result<bool>),
+}
+
+pub struct Engine<'a, 't> {
+    ctx: &'a Ctx<'a>,
+    sites: Vec<Site<'t>>,
+    bmc: Pool,
+    looks: Option<Pool>,
+    tx: Sender<Msg>,
+    rx: Receiver<Msg>,
+    tail: Tail,
+    news: HashMap<String, News>,
+    next_read: Instant,
+    progress: Progress,
+}
+
+impl<'a, 't> Engine<'a, 't> {
+    /// Sites whose record could not be opened (or is damaged) come in `failed` with their error.
+    pub fn new(
+        ctx: &'a Ctx<'a>,
+        targets: &'t [Target],
+        failed: &HashMap<String, String>,
+        progress: Progress,
+    ) -> Result<Engine<'a, 't>> {
+        let o = ctx.opts;
+        let (tx, rx) = channel();
+        let looks = match o.phase {
+            Phase::Site => Some(Pool::new(LOOK_THREADS, "ibi-look")?),
+            Phase::Factory => None,
+        };
+        let mut e = Engine {
+            ctx,
+            sites: Vec::with_capacity(targets.len()),
+            bmc: Pool::new(o.parallel, "ibi-bmc")?,
+            looks,
+            tx,
+            rx,
+            tail: Tail::new(&o.base),
+            news: HashMap::new(),
+            next_read: Instant::now(),
+            progress,
+        };
+        e.read_reports();
+        for t in targets {
+            let site = e.start_site(t, failed.get(&t.name));
+            e.sites.push(site);
+            if e.sites[e.sites.len() - 1].stage == Stage::Wait {
+                e.enter_wait(e.sites.len() - 1);
+            }
+        }
+        Ok(e)
+    }
+
+    /// Runs until every site has ended or an interrupt; each site's outcome, in target order
+    /// (`None` for a site an interrupt left under way).
+    pub fn run(mut self) -> Vec<(String, Option<Ending>)> {
+        loop {
+            let stop = self.ctx.interrupt.load(Ordering::SeqCst) != 0;
+            if !stop {
+                self.step();
+            }
+            let busy = self.bmc.busy() + self.looks.as_ref().map_or(0, Pool::busy);
+            let open = self.sites.iter().any(|s| s.stage != Stage::Finished);
+            if busy == 0 && (stop || !open) {
+                break;
+            }
+            if stop {
+                self.drain_for(STOP_GRACE);
+                break;
+            }
+            match self.rx.recv_timeout(TICK) {
+                Ok(m) => self.handle(m),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            while let Ok(m) = self.rx.try_recv() {
+                self.handle(m);
+            }
+        }
+        for i in 0..self.sites.len() {
+            self.flush_bytes(i);
+        }
+        self.progress.finish();
+        self.bmc.close();
+        if let Some(p) = self.looks {
+            p.close();
+        }
+        self.sites
+            .into_iter()
+            .map(|s| (s.t.name.clone(), s.ending))
+            .collect()
+    }
+
+    /// After an interrupt: the results of the jobs under way, for at most `grace`.
+    fn drain_for(&mut self, grace: Duration) {
+        let end = Instant::now() + grace;
+        while self.bmc.busy() + self.looks.as_ref().map_or(0, Pool::busy) > 0 {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left.min(TICK)) {
+                Ok(m) => self.handle(m),
+                Err(RecvTimeoutError::Timeout) if left.is_zero() => return,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+
+    fn start_site(&mut self, t: &'t Target, failure: Option<&String>) -> Site<'t> {
+        let o = self.ctx.opts;
+        let mut site = Site {
+            t,
+            rec: None,
+            stage: Stage::Finished,
+            busy: false,
+            deadline: None,
+            next_look: Instant::now(),
+            watcher: None,
+            sent_seen: self.ctx.server.sent(&t.alias.name),
+            ending: None,
+        };
+        let redo = o.redo.contains(&t.name);
+        let opened = match failure {
+            Some(e) => Err(e.clone()),
+            // Starting over: the phase's old record is replaced, a damaged file entirely.
+            None if redo => Ok(Record::open(&o.base, &t.name, o.phase, &t.address)
+                .unwrap_or_else(|_| Record::fresh(&o.base, &t.name, o.phase, &t.address))),
+            None => Record::open(&o.base, &t.name, o.phase, &t.address).map_err(|e| {
+                format!(
+                    "{e:#}; deploy does not know what was done to this host: check it, then pass --redo {} to start the site over",
+                    t.name
+                )
+            }),
+        };
+        let mut rec = match opened {
+            Ok(r) => r,
+            Err(e) => {
+                self.progress.failed(&t.name, &e);
+                site.ending = Some(Ending::Failed(e));
+                return site;
+            }
+        };
+        let resume = if redo {
+            Resume::Boot
+        } else {
+            rec.resume(self.heard_since(&t.name, &rec))
+        };
+        if let Err(e) = &t.bmc
+            && resume != Resume::Done
+        {
+            site.ending = Some(Ending::Failed(e.clone()));
+            self.progress.failed(&t.name, e);
+            let _ = record_failure(&mut rec, e);
+            return site;
+        }
+        let begun = match resume {
+            Resume::Done => {
+                self.progress
+                    .line(&t.name, "done by an earlier run: not touched");
+                site.ending = Some(Ending::DoneEarlier);
+                Ok(Stage::Finished)
+            }
+            Resume::Boot => rec.begin().map(|()| Stage::Boot),
+            Resume::Wait => {
+                let step = wait_step(o.phase);
+                self.progress.line(
+                    &t.name,
+                    &format!("{step}: resumed (the host was booted for this phase earlier; it is not booted again)"),
+                );
+                rec.reopen()
+                    .and_then(|()| rec.step(step))
+                    .map(|()| Stage::Wait)
+            }
+            Resume::Eject => {
+                self.progress.line(&t.name, "eject: resumed");
+                rec.reopen().map(|()| Stage::Eject)
+            }
+        };
+        match begun {
+            Ok(stage) => site.stage = stage,
+            Err(e) => {
+                let e = format!("recording the site: {e:#}");
+                self.progress.failed(&t.name, &e);
+                site.ending = Some(Ending::Failed(e));
+            }
+        }
+        site.rec = Some(rec);
+        site
+    }
+
+    /// Whether the site's host reported since the phase began.
+    fn heard_since(&self, name: &str, rec: &Record) -> bool {
+        let since = rec.get().map_or(u64::MAX, |r| r.started);
+        self.news
+            .get(name)
+            .and_then(|n| n.last)
+            .is_some_and(|t| t >= since)
+    }
+
+    /// One pass: read the reports when due, start what can start, judge the waits.
+    fn step(&mut self) {
+        let now = Instant::now();
+        if self.ctx.signals.reports && now >= self.next_read {
+            self.read_reports();
+            self.next_read = now + self.ctx.opts.timeouts.poll;
+        }
+        for i in 0..self.sites.len() {
+            match self.sites[i].stage {
+                Stage::Eject if !self.sites[i].busy && self.bmc.has_room() => self.start_eject(i),
+                Stage::Wait if !self.sites[i].busy => self.judge_wait(i, now),
+                _ => {}
+            }
+        }
+        // Boots last: the hosts already started finish first.
+        for i in 0..self.sites.len() {
+            if self.sites[i].stage == Stage::Boot && !self.sites[i].busy && self.bmc.has_room() {
+                self.start_boot(i);
+            }
+        }
+        self.progress.counts(&self.counts());
+    }
+
+    fn counts(&self) -> Vec<(&'static str, usize)> {
+        let wait = wait_step(self.ctx.opts.phase);
+        let mut c = vec![
+            (STEP_BOOT, 0),
+            (wait, 0),
+            (STEP_EJECT, 0),
+            ("done", 0),
+            ("failed", 0),
+        ];
+        for s in &self.sites {
+            let k = match (s.stage, &s.ending) {
+                (Stage::Boot, _) => 0,
+                (Stage::Wait, _) => 1,
+                (Stage::Eject, _) => 2,
+                (Stage::Finished, Some(Ending::Failed(_))) => 4,
+                (Stage::Finished, _) => 3,
+            };
+            c[k].1 += 1;
+        }
+        c
+    }
+
+    fn read_reports(&mut self) {
+        let new = match self.tail.read_new() {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!("reading the hosts' reports: {e:#}");
+                return;
+            }
+        };
+        for r in new {
+            let StoredReport {
+                received,
+                site,
+                report,
+                ..
+            } = r;
+            // Only a site's own token speaks for it.
+            let Some(site) = site else { continue };
+            let n = self.news.entry(site).or_default();
+            n.last = n.last.max(Some(received));
+            if report.finished && n.end.as_ref().is_none_or(|e| e.0 <= received) {
+                n.end = Some((
+                    received,
+                    report.status.state,
+                    report.status.error,
+                    report.status.step,
+                ));
+            }
+        }
+    }
+
+    fn start_boot(&mut self, i: usize) {
+        let o = self.ctx.opts;
+        let t = self.sites[i].t;
+        let (Ok(bmc), Some(mut rec)) = (&t.bmc, self.sites[i].rec.take()) else {
+            return;
+        };
+        let url = match self.url(t) {
+            Ok(u) => u,
+            Err(e) => {
+                self.sites[i].rec = Some(rec);
+                return self.finish(i, Err(format!("{e:#}")));
+            }
+        };
+        let from = match o.phase {
+            Phase::Factory => BootFrom::Cd,
+            Phase::Site => BootFrom::Disk,
+        };
+        let req = request(
+            bmc,
+            Job::Boot {
+                iso: url,
+                from,
+                iso_ca: None,
+            },
+            o,
+        );
+        let tx = self.tx.clone();
+        self.sites[i].busy = true;
+        self.bmc.run(move || {
+            // Saved before the job goes on: a deploy killed after the power-on request knows the
+            // host was booted, and which System it is.
+            let mut marked = Ok(());
+            let result = boot::run_observed(&req, &mut |ev| {
+                let saved = match ev {
+                    BootEvent::Found { system, uuid } => rec.system(&system, uuid),
+                    BootEvent::PoweringOn => rec.mark_booted(),
+                };
+                if marked.is_ok() {
+                    marked = saved;
+                }
+            });
+            let result = match (result, marked) {
+                (Ok(r), Ok(())) => Ok(r),
+                (Err(e), _) => Err(e),
+                (Ok(_), Err(e)) => Err(e.context("recording the boot")),
+            };
+            let _ = tx.send(Msg::Booted(i, rec, result));
+        });
+    }
+
+    fn start_eject(&mut self, i: usize) {
+        let o = self.ctx.opts;
+        let t = self.sites[i].t;
+        let (Ok(bmc), Some(rec)) = (&t.bmc, self.sites[i].rec.take()) else {
+            return;
+        };
+        let req = request(bmc, Job::Eject, o);
+        let tx = self.tx.clone();
+        self.sites[i].busy = true;
+        self.bmc.run(move || {
+            let result = boot::run(&req).map(|_| ());
+            let _ = tx.send(Msg::Ejected(i, rec, result));
+        });
+    }
+
+    /// A waiting site: the factory's reports and power, or the site's cluster; the timeout.
+    fn judge_wait(&mut self, i: usize, now: Instant) {
+        let phase = self.ctx.opts.phase;
+        if phase == Phase::Factory
+            && let Some(verdict) = self.host_verdict(i)
+        {
+            return match verdict {
+                Ok(()) => self.start_eject_step(i),
+                Err(e) => self.finish(i, Err(e)),
+            };
+        }
+        if self.sites[i].deadline.is_some_and(|d| now >= d) {
+            let e = self.silence(i);
+            return self.finish(i, Err(e));
+        }
+        if now < self.sites[i].next_look {
+            return;
+        }
+        let started = match phase {
+            Phase::Factory if self.ctx.signals.shutdown => self.start_power_read(i),
+            Phase::Site => self.start_look(i),
+            // Reports only: they are read for the whole fleet at once.
+            Phase::Factory => true,
+        };
+        // A look that found no free thread is tried at the next tick, not a poll later.
+        if started {
+            self.flush_bytes(i);
+            self.sites[i].next_look = now + self.ctx.opts.timeouts.poll;
+        }
+    }
+
+    /// The host's end, from its own token's reports since the phase began.
+    fn host_verdict(&self, i: usize) -> Option<Result<(), String>> {
+        let s = &self.sites[i];
+        let since = s.rec.as_ref()?.get()?.started;
+        let (received, state, error, step) = self.news.get(&s.t.name)?.end.clone()?;
+        // Strictly after the boot's first second: a report from an earlier boot (a failure before
+        // a --redo) may have arrived in that same second.
+        if received <= since {
+            return None;
+        }
+        Some(match (state, error) {
+            (RunState::Done, _) => Ok(()),
+            (_, Some(e)) => Err(format!(
+                "the host reported a failure: {e} (it is not booted again by a re-run: check it, then pass --redo {} to install it again)",
+                s.t.name
+            )),
+            (_, None) => Err(format!(
+                "the host reported a failure at step {step} (pass --redo {} to install it again)",
+                s.t.name
+            )),
+        })
+    }
+
+    fn silence(&self, i: usize) -> String {
+        let o = self.ctx.opts;
+        match o.phase {
+            Phase::Site => {
+                let reason = self.sites[i].watcher.as_ref().map_or_else(
+                    || "not ready".to_string(),
+                    |w| w.outcome().not_ready_reason(),
+                );
+                format!("{reason} (--watch-timeout; a re-run watches again without a new boot)")
+            }
+            Phase::Factory => {
+                let s = self.ctx.signals;
+                let what = match (s.reports, s.shutdown) {
+                    (true, true) => "no final report from the host and no power off",
+                    (true, false) => "no final report from the host",
+                    _ => "the host did not power off",
+                };
+                format!(
+                    "{what} within {} s (--report-timeout; a re-run waits again without a new boot)",
+                    o.timeouts.report.as_secs()
+                )
+            }
+        }
+    }
+
+    /// Whether a power read was started (a BMC thread was free and the System is known).
+    fn start_power_read(&mut self, i: usize) -> bool {
+        if !self.bmc.has_room() {
+            return false;
+        }
+        let s = &self.sites[i];
+        let Ok(bmc) = &s.t.bmc else { return true };
+        let path = s
+            .rec
+            .as_ref()
+            .and_then(|r| r.state.bmc.as_ref())
+            .and_then(|b| b.system.clone());
+        // Resumed without the System recorded: only a report or the timeout can end the wait.
+        let Some(path) = path else { return true };
+        let (bmc, tx) = (bmc.clone(), self.tx.clone());
+        self.sites[i].busy = true;
+        self.bmc.run(move || {
+            let result = power(&bmc, &path);
+            let _ = tx.send(Msg::Power(i, result));
+        });
+        true
+    }
+
+    /// Whether a look was started (a look thread was free).
+    fn start_look(&mut self, i: usize) -> bool {
+        let Some(pool) = self.looks.as_mut() else {
+            return true;
+        };
+        if !pool.has_room() {
+            return false;
+        }
+        let Some(mut w) = self.sites[i].watcher.take() else {
+            return true;
+        };
+        let tx = self.tx.clone();
+        self.sites[i].busy = true;
+        pool.run(move || {
+            let result = w.look(&mut |_| {});
+            let _ = tx.send(Msg::Looked(i, w, result));
+        });
+        true
+    }
+
+    fn handle(&mut self, m: Msg) {
+        match m {
+            Msg::Booted(i, rec, result) => {
+                self.bmc.done();
+                self.back(i, rec);
+                self.booted(i, result);
+            }
+            Msg::Ejected(i, rec, result) => {
+                self.bmc.done();
+                self.back(i, rec);
+                match result {
+                    Ok(()) => {
+                        self.progress.line(&self.sites[i].t.name, "eject: done");
+                        self.finish(i, Ok(()));
+                    }
+                    Err(e) => self.finish(i, Err(format!("ejecting: {e:#}"))),
+                }
+            }
+            Msg::Power(i, result) => {
+                self.bmc.done();
+                self.sites[i].busy = false;
+                match result {
+                    Ok(p) if p == "Off" => {
+                        self.progress
+                            .line(&self.sites[i].t.name, "the host powered off");
+                        self.start_eject_step(i);
+                    }
+                    Ok(_) => {}
+                    // A BMC that does not answer one poll is asked again at the next.
+                    Err(e) => {
+                        tracing::warn!("site {}: reading the power: {e:#}", self.sites[i].t.name)
+                    }
+                }
+            }
+            Msg::Looked(i, w, result) => {
+                if let Some(p) = self.looks.as_mut() {
+                    p.done();
+                }
+                self.sites[i].busy = false;
+                self.sites[i].watcher = Some(w);
+                match result {
+                    Ok(true) => {
+                        self.progress.line(&self.sites[i].t.name, "watch: ready");
+                        self.start_eject_step(i);
+                    }
+                    Ok(false) => {}
+                    Err(e) => self.finish(i, Err(format!("{e:#}"))),
+                }
+            }
+        }
+    }
+
+    fn back(&mut self, i: usize, rec: Record) {
+        self.sites[i].busy = false;
+        self.sites[i].rec = Some(rec);
+        self.flush_bytes(i);
+    }
+
+    fn booted(&mut self, i: usize, result: Result<boot::Report>) {
+        let report = match result {
+            Ok(r) => r,
+            Err(e) => return self.finish(i, Err(format!("{e:#}"))),
+        };
+        let step = wait_step(self.ctx.opts.phase);
+        let saved = self.sites[i].rec.as_mut().map_or(Ok(()), |rec| {
+            rec.system(&report.system, report.uuid.clone())
+                .and_then(|()| rec.step(step))
+        });
+        if let Err(e) = saved {
+            return self.finish(i, Err(format!("recording the boot: {e:#}")));
+        }
+        self.progress.line(&self.sites[i].t.name, "boot: done");
+        self.sites[i].stage = Stage::Wait;
+        self.enter_wait(i);
+    }
+
+    /// The wait starts (again): its timeout runs from now; the site phase opens its watch.
+    fn enter_wait(&mut self, i: usize) {
+        let o = self.ctx.opts;
+        let timeout = match o.phase {
+            Phase::Factory => o.timeouts.report,
+            Phase::Site => o.timeouts.watch,
+        };
+        let s = &mut self.sites[i];
+        s.deadline = Some(Instant::now() + timeout);
+        s.next_look = Instant::now();
+        if o.phase == Phase::Site {
+            match Watcher::open(&s.t.dir) {
+                Ok(w) => s.watcher = Some(Box::new(w)),
+                Err(e) => self.finish(i, Err(format!("{e:#}"))),
+            }
+        }
+    }
+
+    fn start_eject_step(&mut self, i: usize) {
+        let step = wait_step(self.ctx.opts.phase);
+        let saved = self.sites[i]
+            .rec
+            .as_mut()
+            .map_or(Ok(()), |r| r.step(STEP_EJECT));
+        match saved {
+            Ok(()) => {
+                self.progress
+                    .line(&self.sites[i].t.name, &format!("{step}: done"));
+                self.sites[i].stage = Stage::Eject;
+            }
+            Err(e) => self.finish(i, Err(format!("recording the step: {e:#}"))),
+        }
+    }
+
+    /// The site's end in this run, saved.
+    fn finish(&mut self, i: usize, result: Result<(), String>) {
+        self.flush_bytes(i);
+        let s = &mut self.sites[i];
+        let saved = s.rec.as_mut().map_or(Ok(()), |r| r.finish(&result));
+        s.stage = Stage::Finished;
+        s.watcher = None;
+        let ending = match (result, saved) {
+            (Ok(()), Ok(())) => Ending::Done,
+            (Err(e), _) => Ending::Failed(e),
+            (Ok(()), Err(e)) => Ending::Failed(format!("recording the end: {e:#}")),
+        };
+        match &ending {
+            Ending::Failed(e) => self.progress.failed(&s.t.name, e),
+            _ => self.progress.line(&s.t.name, "done"),
+        }
+        s.ending = Some(ending);
+    }
+
+    /// The bytes the server sent for this site's image since the last look, added to its record.
+    fn flush_bytes(&mut self, i: usize) {
+        let now = self.ctx.server.sent(&self.sites[i].t.alias.name);
+        let s = &mut self.sites[i];
+        if let Some(rec) = s.rec.as_mut() {
+            let new = now.saturating_sub(s.sent_seen);
+            if rec.add_bytes(new).is_ok() {
+                s.sent_seen = now;
+            }
+        }
+    }
+
+    /// The URL this site's image is served at (a capability: kept in a `Secret`).
+    fn url(&self, t: &Target) -> Result<Secret> {
+        self.ctx
+            .server
+            .entries()
+            .into_iter()
+            .find(|e| e.name == t.alias.name)
+            .map(|e| Secret::new(e.url))
+            .with_context(|| format!("{} is not served", t.alias.name))
+    }
+}
+
+fn wait_step(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Factory => STEP_WAIT_REPORT,
+        Phase::Site => STEP_WATCH,
+    }
+}
+
+fn record_failure(rec: &mut Record, e: &str) -> Result<()> {
+    if rec.get().is_none() {
+        // Failed before its boot began: still recorded, so `ibi status` shows why.
+        rec.begin()?;
+    }
+    rec.finish(&Err(e.to_string()))
+}
+
+fn request(bmc: &Bmc, job: Job, o: &DeployOptions) -> BootRequest {
+    BootRequest {
+        bmc: bmc.url.clone(),
+        system_id: bmc.system.clone(),
+        client: bmc.client.clone(),
+        job,
+        timeout: o.timeouts.bmc,
+        patience: Patience::default(),
+    }
+}
+
+/// The System's `PowerState`.
+fn power(bmc: &Bmc, system_path: &str) -> Result<String> {
+    let mut c = Client::new(&bmc.url, bmc.client.clone())?;
+    let sys = system::read_system(&mut c, system_path)?;
+    let state = system::power_state(&mut c, &sys);
+    c.logout();
+    state.map_err(|e| anyhow!("{e:#}"))
+}
+
+/// How a site ended, as the summary shows it.
+pub fn outcome(o: &DeployOptions, t: &Target, ending: Option<Ending>) -> SiteOutcome {
+    let rec = Record::open(&o.base, &t.name, o.phase, &t.address).ok();
+    let phase = rec.as_ref().and_then(|r| r.get().cloned());
+    let took = phase.as_ref().map_or(Duration::ZERO, |p| {
+        Duration::from_secs(p.finished.unwrap_or(p.updated).saturating_sub(p.started))
+    });
+    SiteOutcome {
+        site: t.name.clone(),
+        bmc: t.address.clone(),
+        phase: o.phase,
+        ending: ending.unwrap_or_else(|| {
+            Ending::Interrupted(phase.as_ref().map_or(STEP_BOOT.into(), |p| p.step.clone()))
+        }),
+        took,
+        bytes_served: phase.map_or(0, |p| p.bytes_served),
+    }
+}

@@ -1,0 +1,276 @@
+//! A factory fleet for deploy tests: BASE with the example inputs and an installation ISO built by
+//! `ibi create image` (synthetic base ISO) whose `statusURL`/`statusCA` name deploy's server on a
+//! fixed port with a test CA; one sushy-tools emulator per site (fake driver, its own System UUID,
+//! Basic auth, TLS) standing for each host's BMC; the inventory naming them. The hosts are played by
+//! the tests as a booted live ISO would run them: from the ISO their BMC downloaded, with the lca
+//! report units' script or the agent's reporter.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::emulator::{Emulator, USER};
+use super::host::{Host, iso_ignition, ok, test_tls};
+use super::{example_install, free_port, ibi_env, stop_child, synthetic_base};
+
+/// The `ibi` whose deploy runs: this build's, or `IBI_DEPLOY_TEST_BINARY` (to show a test failing
+/// on an older build).
+pub fn deploy_binary() -> std::ffi::OsString {
+    std::env::var_os("IBI_DEPLOY_TEST_BINARY").unwrap_or_else(|| env!("CARGO_BIN_EXE_ibi").into())
+}
+
+/// Every wait of a test on a deploy.
+pub const PHASE_WAIT: Duration = Duration::from_secs(300);
+
+pub struct Fleet {
+    pub base: tempfile::TempDir,
+    pub work: tempfile::TempDir,
+    /// The test CA, the server's certificate and key (deploy's `--tls-cert`/`--tls-key`).
+    pub tls: (PathBuf, PathBuf, PathBuf),
+    /// deploy's port, which the ISO's `statusURL` names.
+    pub port: u16,
+    pub emulators: Vec<Emulator>,
+    /// The fleet installation ISO's Ignition config.
+    pub ign: Value,
+    pub sites: Vec<String>,
+    pub uuids: Vec<String>,
+    /// Extra arguments of every deploy run (timeouts).
+    pub args: Vec<String>,
+}
+
+impl Fleet {
+    pub fn base(&self) -> &Path {
+        self.base.path()
+    }
+
+    pub fn inventory(&self) -> PathBuf {
+        self.work.path().join("sites.yaml")
+    }
+
+    /// `ibi deploy --phase factory --parallel 2`, its output in files under `work`.
+    pub fn spawn(&self, run: &str) -> Child {
+        self.spawn_with(run, &[])
+    }
+
+    pub fn spawn_with(&self, run: &str, extra: &[&str]) -> Child {
+        let out =
+            |s: &str| std::fs::File::create(self.work.path().join(format!("{run}.{s}"))).unwrap();
+        Command::new(deploy_binary())
+            .args(["deploy", "--dir"])
+            .arg(self.base())
+            .arg("--sites")
+            .arg(self.inventory())
+            .args(["--phase", "factory", "--parallel", "2", "--poll", "1"])
+            .args(&self.args)
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
+            .arg("--tls-cert")
+            .arg(&self.tls.1)
+            .arg("--tls-key")
+            .arg(&self.tls.2)
+            .args(extra)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::from(out("stdout")))
+            .stderr(Stdio::from(out("stderr")))
+            .spawn()
+            .expect("starting ibi deploy")
+    }
+
+    pub fn output(&self, run: &str, stream: &str) -> String {
+        std::fs::read_to_string(self.work.path().join(format!("{run}.{stream}")))
+            .unwrap_or_default()
+    }
+
+    /// The site's record of its factory phase: (state, step), or None before deploy wrote one.
+    pub fn phase(&self, site: &str) -> Option<(String, String)> {
+        let v = self.record(site)?;
+        let p = &v["phases"]["factory"];
+        Some((p["state"].as_str()?.into(), p["step"].as_str()?.into()))
+    }
+
+    pub fn record(&self, site: &str) -> Option<Value> {
+        let text = std::fs::read(self.base().join(format!(".ibi/deploy/{site}.json"))).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// The host of site `i` as it booted: from the ISO its BMC downloaded (its own variant, with its
+    /// own report token), read by coreos-installer.
+    pub fn host(&self, i: usize, journal: &str) -> Host {
+        let iso = self.emulators[i]
+            .downloaded("rhcos-ibi.iso")
+            .unwrap_or_else(|| panic!("site {}'s BMC holds no ISO", self.sites[i]));
+        Host::new(
+            &iso_ignition(&iso),
+            &self.uuids[i],
+            &format!("sno-{}", self.sites[i]),
+            journal,
+        )
+    }
+}
+
+/// BASE with the example inputs and statusURL on `port`, its installation ISO built; one emulator per
+/// site (`(name, System UUID)`); the inventory naming them; `args` added to every deploy run.
+pub fn fleet(bin: &Path, sites: &[(&str, &str)], args: &[&str]) -> Fleet {
+    let work = tempfile::tempdir().unwrap();
+    let base = tempfile::tempdir().unwrap();
+    let tls = test_tls(work.path());
+    let port = free_port();
+    example_install(base.path());
+    let cfg = base.path().join("image-based-installation-config.yaml");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!(
+        "statusURL: https://127.0.0.1:{port}\nstatusCA: {}\n",
+        tls.0.display()
+    ));
+    std::fs::write(&cfg, text).unwrap();
+    let built = ibi_env(
+        &[
+            "create",
+            "image",
+            "--dir",
+            base.path().to_str().unwrap(),
+            "--base-iso",
+            synthetic_base().to_str().unwrap(),
+        ],
+        &[],
+    );
+    ok(&built, "ibi create image");
+    let ign = iso_ignition(&base.path().join("rhcos-ibi.iso"));
+    let emulators: Vec<Emulator> = sites
+        .iter()
+        .map(|(_, u)| Emulator::start_with_uuid(bin, u))
+        .collect();
+    let mut inv = String::from("sites:\n");
+    for ((site, _), emu) in sites.iter().zip(&emulators) {
+        inv.push_str(&format!(
+            "  - name: {site}\n    hostname: sno-{site}\n    bmc:\n      address: {}\n      user: {USER}\n      passwordFile: {}\n      caFile: {}\n",
+            emu.url,
+            emu.password_file.display(),
+            emu.cert.display()
+        ));
+    }
+    std::fs::write(work.path().join("sites.yaml"), inv).unwrap();
+    Fleet {
+        base,
+        work,
+        tls,
+        port,
+        emulators,
+        ign,
+        sites: sites.iter().map(|(s, _)| s.to_string()).collect(),
+        uuids: sites.iter().map(|(_, u)| u.to_string()).collect(),
+        args: args.iter().map(|a| a.to_string()).collect(),
+    }
+}
+
+/// The journal a failed install leaves.
+pub const FAILED_JOURNAL: &str = "2026-11-24T10:00:00+0000 host lca-cli[1]: pulling the seed\n\
+     2026-11-24T10:00:05+0000 host lca-cli[1]: error: failed to pull the seed image\n";
+
+pub fn report_done_lca(f: &Fleet, i: usize) {
+    let h = f.host(i, "");
+    ok(&h.lca_report("running", &[]), "ibi-report.sh running");
+    ok(&h.lca_report("done", &[]), "ibi-report.sh done");
+}
+
+pub fn report_failed_lca(f: &Fleet, i: usize) {
+    let h = f.host(i, FAILED_JOURNAL);
+    ok(&h.lca_report("running", &[]), "ibi-report.sh running");
+    ok(
+        &h.lca_report(
+            "failed",
+            &[
+                ("MONITOR_SERVICE_RESULT", "exit-code"),
+                ("MONITOR_EXIT_CODE", "exited"),
+                ("MONITOR_EXIT_STATUS", "1"),
+            ],
+        ),
+        "ibi-report.sh failed",
+    );
+}
+
+/// `hostAgent: ibi`: the agent's reporter, as `ibi agent install` drives it, through three steps.
+#[cfg(feature = "agent")]
+pub fn report_done_agent(f: &Fleet, i: usize) {
+    assert_eq!(
+        f.host(i, "").agent_reports_three_steps(),
+        ibi::agent::report::Delivery::Delivered
+    );
+}
+
+#[cfg(not(feature = "agent"))]
+pub fn report_done_agent(f: &Fleet, i: usize) {
+    crate::common::skip(
+        "deploy fleet",
+        "hostAgent: ibi's reporter needs the agent feature; the host reports as lca",
+    );
+    report_done_lca(f, i);
+}
+
+/// What a host does once booted: report through the lca units or the agent's reporter.
+pub type Play = fn(&Fleet, usize);
+
+/// Plays the hosts of `plays` (site index, what it does) once each when its site waits for its
+/// report, until `until` holds; panics if deploy exits first or the wait is over.
+pub fn play_until(
+    f: &Fleet,
+    deploy: &mut Child,
+    run: &str,
+    plays: &[(usize, Play)],
+    until: impl Fn(&Fleet) -> bool,
+) {
+    let mut played = vec![false; plays.len()];
+    let deadline = Instant::now() + PHASE_WAIT;
+    while !until(f) {
+        for (n, (i, play)) in plays.iter().enumerate() {
+            let waiting = f
+                .phase(&f.sites[*i])
+                .is_some_and(|(st, step)| st == "running" && step == "wait-report");
+            if waiting && !played[n] {
+                play(f, *i);
+                played[n] = true;
+            }
+        }
+        if let Ok(Some(status)) = deploy.try_wait() {
+            if until(f) {
+                return;
+            }
+            panic!(
+                "deploy ({run}) ended early with {status}: {}{}",
+                f.output(run, "stdout"),
+                f.output(run, "stderr")
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "deploy ({run}): no progress in {PHASE_WAIT:?}: {:?}\n{}",
+            f.sites.iter().map(|s| f.phase(s)).collect::<Vec<_>>(),
+            f.output(run, "stderr")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+pub fn state_is(f: &Fleet, site: &str, state: &str, step: &str) -> bool {
+    f.phase(site)
+        .is_some_and(|(st, sp)| st == state && (step.is_empty() || sp == step))
+}
+
+/// The emulator's request log (werkzeug's lines on its stderr).
+pub fn requests(emu: &Emulator) -> String {
+    emu.log()
+}
+
+pub fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + PHASE_WAIT;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() >= deadline {
+            return stop_child(child);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -1,0 +1,179 @@
+//! `ibi deploy --phase factory` where it must be trusted with real machines: a re-run never boots a
+//! host twice for one phase, one deploy at a time holds BASE, Ctrl-C leaves a table and a
+//! resumable fleet, and a report speaks only for the host whose own token it carries. The BMCs are
+//! sushy-tools emulators (fake driver, Basic auth, TLS, one System each, standing for each host's
+//! BMC); the hosts are played by the test from the ISO their BMC downloaded, as the booted live ISO
+//! would run its report script (`tests/common/deliver/fleet.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::deliver::emulator::sushy_emulator;
+use common::deliver::fleet::{
+    Fleet, deploy_binary, fleet, play_until, report_done_lca, requests, state_is, wait_exit,
+};
+use common::deliver::free_port;
+use common::deliver::host::{Host, iso_ignition};
+use rustix::process::{Pid, Signal, kill_process};
+
+const TEST: &str = "deploy_trust";
+const TIMEOUTS: [&str; 4] = ["--report-timeout", "600", "--bmc-timeout", "60"];
+
+/// Waits (bounded) until `site` is running at `step`.
+fn wait_step(f: &Fleet, deploy: &mut std::process::Child, run: &str, site: &str, step: &str) {
+    play_until(f, deploy, run, &[], |f| state_is(f, site, "running", step));
+}
+
+fn boots(log: &str) -> usize {
+    log.matches("InsertMedia").count() + log.matches("ComputerSystem.Reset").count()
+}
+
+/// One host through three runs. Run 1 boots it and is interrupted (SIGINT) while it installs:
+/// the table so far, "interrupted: re-run to resume", exit 130; meanwhile a second deploy on the
+/// same BASE was refused, naming the first. Run 2 resumes the wait without a boot; the host reports
+/// done while its BMC is down, so the eject fails and the site is recorded failed at eject. Run 3,
+/// the BMC back, only ejects: the finished host is never booted again.
+#[test]
+fn a_finished_host_is_never_booted_again_and_an_interrupt_leaves_it_resumable() {
+    let Some(bin) = sushy_emulator(TEST) else {
+        return;
+    };
+    let mut f = fleet(
+        &bin,
+        &[("a", "a1a1a1a1-0000-4000-8000-00000000000a")],
+        &TIMEOUTS,
+    );
+
+    let mut run1 = f.spawn("run1");
+    wait_step(&f, &mut run1, "run1", "a", "wait-report");
+    let booted = requests(&f.emulators[0]);
+    let boot_calls = boots(&booted);
+    assert!(boot_calls >= 2, "an insert and a power-on: {booted}");
+
+    // A second deploy on the same BASE: refused before it touches anything.
+    let base = f.base().to_str().unwrap().to_string();
+    let inv = f.inventory();
+    let other = format!("127.0.0.1:{}", free_port());
+    let second = std::process::Command::new(deploy_binary())
+        .args(["deploy", "--dir", &base, "--sites"])
+        .arg(&inv)
+        .args(["--phase", "factory", "--listen", &other])
+        // Bounded, should it not be refused (an older build without the lock).
+        .args(["--report-timeout", "5", "--bmc-timeout", "60"])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    let holder = format!(
+        "error: {base} is in use by ibi deploy (PID {}, listening on 127.0.0.1:{}, since ",
+        run1.id(),
+        f.port
+    );
+    assert!(err.starts_with(&holder), "{err}");
+    assert_eq!(
+        requests(&f.emulators[0]),
+        booted,
+        "the second deploy touched the BMC"
+    );
+
+    // Ctrl-C: no new step, the table so far, exit 130.
+    kill_process(Pid::from_child(&run1), Signal::INT).unwrap();
+    let status = wait_exit(&mut run1);
+    let (out1, err1) = (f.output("run1", "stdout"), f.output("run1", "stderr"));
+    assert_eq!(status.code(), Some(130), "{out1}\n{err1}");
+    assert!(out1.starts_with("SITE"), "{out1}");
+    assert!(out1.contains("  interrupted at wait-report  "), "{out1}");
+    assert!(err1.ends_with("interrupted: re-run to resume\n"), "{err1}");
+    assert!(state_is(&f, "a", "running", "wait-report"));
+
+    // Run 2: resumes the wait; the host is done while its BMC is down; the eject fails.
+    let mut run2 = f.spawn("run2");
+    play_until(&f, &mut run2, "run2", &[], |f| {
+        f.output("run2", "stderr").contains("wait-report: resumed")
+    });
+    f.emulators[0].pause();
+    report_done_lca(&f, 0);
+    assert_eq!(wait_exit(&mut run2).code(), Some(1));
+    assert!(state_is(&f, "a", "failed", "eject"), "{:?}", f.phase("a"));
+    let err2 = f.output("run2", "stderr");
+    assert!(err2.contains("error: site a: ejecting: "), "{err2}");
+
+    // Run 3: the BMC is back; only the eject is left.
+    f.emulators[0].resume();
+    let mut run3 = f.spawn("run3");
+    assert_eq!(
+        wait_exit(&mut run3).code(),
+        Some(0),
+        "{}",
+        f.output("run3", "stderr")
+    );
+    assert!(state_is(&f, "a", "done", "eject"), "{:?}", f.phase("a"));
+    let all = requests(&f.emulators[0]);
+    assert_eq!(boots(&all), boot_calls, "the host was booted again:\n{all}");
+    assert!(all.contains("EjectMedia"), "{all}");
+    assert_eq!(f.emulators[0].cd()["Inserted"], false);
+    assert!(
+        f.output("run3", "stderr")
+            .contains("site a: eject: resumed"),
+        "{}",
+        f.output("run3", "stderr")
+    );
+}
+
+/// Two hosts booted. Reports that claim host y's System UUID but carry the fleet ISO's own token, or
+/// host x's own token, never end y's phase: the first is kept without a site, the second is x's.
+/// Only y's own report (its own token, from the ISO its BMC downloaded) ends y's.
+#[test]
+fn a_report_speaks_only_for_the_host_whose_own_token_it_carries() {
+    let Some(bin) = sushy_emulator(TEST) else {
+        return;
+    };
+    let (x, y) = (
+        "a1a1a1a1-0000-4000-8000-00000000000a",
+        "b2b2b2b2-0000-4000-8000-00000000000b",
+    );
+    let f = fleet(&bin, &[("x", x), ("y", y)], &TIMEOUTS);
+    let mut run = f.spawn("run");
+    play_until(&f, &mut run, "run", &[], |f| {
+        state_is(f, "x", "running", "wait-report") && state_is(f, "y", "running", "wait-report")
+    });
+    let forged = |ign: &serde_json::Value| {
+        let h = Host::new(ign, y, "sno-y", "");
+        common::deliver::host::ok(&h.lca_report("done", &[]), "a forged done");
+    };
+    // The fleet ISO's token (anyone with the ISO has it) and y's UUID.
+    forged(&f.ign);
+    // x's own token (x's ISO, from x's BMC) and y's UUID: it is x's report.
+    let x_iso = f.emulators[0].downloaded("rhcos-ibi.iso").unwrap();
+    forged(&iso_ignition(&x_iso));
+    // Three polls later y still waits; x, whose own token ended its phase, is done.
+    play_until(&f, &mut run, "run", &[], |f| state_is(f, "x", "done", ""));
+    let later = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < later {
+        assert!(
+            state_is(&f, "y", "running", "wait-report"),
+            "a report ended y's phase: {:?}",
+            f.phase("y")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    report_done_lca(&f, 1);
+    play_until(&f, &mut run, "run", &[], |f| state_is(f, "y", "done", ""));
+    assert_eq!(wait_exit(&mut run).code(), Some(0));
+    let store = std::fs::read_to_string(f.base().join(".ibi/reports.jsonl")).unwrap();
+    let sites: Vec<Option<String>> = store
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["site"].as_str().map(String::from)
+        })
+        .collect();
+    assert_eq!(
+        sites,
+        [None, Some("x".into()), Some("y".into()), Some("y".into())],
+        "{store}"
+    );
+}
