@@ -15,6 +15,7 @@ use std::process::Output;
 use common::deliver::ibi_env;
 use ibi::contract::agent_status::{RunState, Status};
 use ibi::contract::host_report::{HostIdentity, HostReport, REPORT_VERSION, ReportingAgent};
+use ibi::deliver::deploy::LOCK_FILE;
 use ibi::deliver::report_store::{REPORTS_FILE, ReportStore, StoredReport};
 use ibi::util::lock::{self, Holder};
 use serde_json::{Value, json};
@@ -144,7 +145,7 @@ fn damage_and_hostile_text_hide_nothing_and_fail_after_printing_everything() {
     fleet(base, now);
     let mut holder = Holder::me("deploy", Some("127.0.0.1:8443".into()));
     holder.started = now - 600;
-    let held = lock::acquire(&base.join(".ibi/deploy.lock"), holder, "BASE").unwrap();
+    let held = lock::acquire(&base.join(LOCK_FILE), holder, "BASE").unwrap();
 
     let b = base.to_str().unwrap();
     let out = ibi_env(&["status", "--dir", b, "--logs"], &[]);
@@ -166,17 +167,8 @@ fn damage_and_hostile_text_hide_nothing_and_fail_after_printing_everything() {
         .map(|l| l.split_whitespace().collect())
         .collect();
     assert_eq!(
-        rows[0],
-        [
-            "SITE",
-            "BMC",
-            "SYSTEM",
-            "HOST",
-            "FACTORY",
-            "SITE-PHASE",
-            "STEP",
-            "AGE"
-        ]
+        rows[0].join(" "),
+        "SITE BMC SYSTEM HOST FACTORY SITE-PHASE STEP AGE"
     );
     let cols = |i: usize| [rows[i][0], rows[i][4], rows[i][5], rows[i][6]];
     assert_eq!(cols(1), ["a", "done", "running", "watch"], "{text}");

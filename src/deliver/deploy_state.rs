@@ -34,8 +34,6 @@ use crate::util::fs::{
 
 /// Under the fleet's base directory.
 pub const DEPLOY_STATE_DIR: &str = ".ibi/deploy";
-/// The lock `ibi deploy` holds on BASE while it runs (`util::lock`; `ibi status` shows its holder).
-pub const DEPLOY_LOCK: &str = ".ibi/deploy.lock";
 /// The format version; a file with another one is refused, not guessed at.
 pub const DEPLOY_STATE_VERSION: u32 = 1;
 const MAX_STATE_FILE: u64 = 1 << 20;

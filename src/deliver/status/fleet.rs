@@ -9,7 +9,7 @@
 //! Reports are ordered and aged by the server's receive time only: a host's own timestamps (a live
 //! ISO's clock may be anything) are never compared with anything. Among a host's reports the latest
 //! speaks, except that an end report is not undone by a progress report of the same boot that arrived
-//! after it; for a site's factory phase only reports received since the phase began (deploy's
+//! after it; for a site's factory phase only reports received after the phase began (deploy's
 //! `started`) count, so an earlier install never speaks for this one.
 
 use std::collections::BTreeMap;
@@ -20,9 +20,9 @@ use serde::Serialize;
 
 use crate::contract::agent_status::RunState;
 use crate::contract::host_report::ReportingAgent;
+use crate::deliver::deploy::LOCK_FILE;
 use crate::deliver::deploy_state::{
-    DEPLOY_LOCK, DEPLOY_STATE_DIR, DamagedRecord, Phase, PhaseRecord, SiteDeployState,
-    load_all_checked,
+    DEPLOY_STATE_DIR, DamagedRecord, Phase, PhaseRecord, SiteDeployState, load_all_checked,
 };
 use crate::deliver::report_store::{
     DamagedLine, REPORTS_FILE, StoredReport, load_reports_checked, supersedes,
@@ -237,10 +237,15 @@ fn host_key(r: &StoredReport) -> String {
     }
 }
 
-/// The report that speaks among `reports` (in arrival order) received at or after `since`.
-fn speaking(reports: &[StoredReport], since: u64) -> Option<&StoredReport> {
+/// The report that speaks among `reports` (in arrival order) received after `since`: strictly, as
+/// deploy counts them, since a report of an earlier boot (a failure before a `--redo`) may arrive in
+/// the second the phase began.
+fn speaking(reports: &[StoredReport], since: Option<u64>) -> Option<&StoredReport> {
     let mut latest: Option<&StoredReport> = None;
-    for r in reports.iter().filter(|r| r.received >= since) {
+    for r in reports
+        .iter()
+        .filter(|r| since.is_none_or(|s| r.received > s))
+    {
         if latest.is_none_or(|old| supersedes(&r.report, &old.report)) {
             latest = Some(r);
         }
@@ -251,7 +256,7 @@ fn speaking(reports: &[StoredReport], since: u64) -> Option<&StoredReport> {
 fn site_row(state: &SiteDeployState, reports: &[StoredReport]) -> HostStatus {
     let bmc = state.bmc.as_ref();
     let factory = state.phases.get(&Phase::Factory);
-    let report = speaking(reports, factory.map_or(0, |r| r.started));
+    let report = speaking(reports, factory.map(|r| r.started));
     let row = identity(reports);
     HostStatus {
         site: Some(state.site.clone()),
@@ -277,7 +282,7 @@ fn damaged_row(d: DamagedRecord, reports: &[StoredReport]) -> HostStatus {
 
 /// A host known only from its reports.
 fn report_row(reports: &[StoredReport]) -> HostStatus {
-    let report = speaking(reports, 0);
+    let report = speaking(reports, None);
     HostStatus {
         factory: factory_status(None, report),
         logs: report.map(|r| r.report.logs.clone()).unwrap_or_default(),
@@ -360,7 +365,7 @@ fn install_state(r: &StoredReport) -> RunState {
 }
 
 fn deploy_run(base: &Path) -> DeployRun {
-    match lock::state(&base.join(DEPLOY_LOCK)) {
+    match lock::state(&base.join(LOCK_FILE)) {
         Ok(LockState::Never | LockState::Free(None)) => DeployRun::Never,
         Ok(LockState::Held(h)) => DeployRun::Running(h),
         Ok(LockState::Free(Some(h))) if h.stopped.is_some() => DeployRun::Stopped(h),

@@ -51,7 +51,11 @@ fn cells(h: &HostStatus, now: u64) -> [String; 8] {
     let (factory, site_phase) = match &h.damaged {
         Some(_) => ("damaged", "damaged"),
         None => (
-            state_word(h.factory.as_ref().map(|p| p.state)),
+            // A site phase without a factory record: the factory was done without deploy.
+            match (&h.factory, &h.site_phase) {
+                (None, Some(_)) => "-",
+                (f, _) => state_word(f.as_ref().map(|p| p.state)),
+            },
             h.site_phase
                 .as_ref()
                 .map_or("-", |p| state_word(Some(p.state))),

@@ -129,8 +129,12 @@ fn a_report_from_before_the_phase_began_never_speaks_for_it() {
     let mut s = site("a17", A);
     s.phases
         .insert(Phase::Factory, record(RunState::Running, "boot", 200));
+    // The second the phase began is an earlier boot's too (a failure just before a --redo).
     let d = base(
-        &[stored(Some(A), "1", "old", RunState::Failed, true, 100)],
+        &[
+            stored(Some(A), "1", "old", RunState::Failed, true, 100),
+            stored(Some(A), "1", "old", RunState::Failed, true, 200),
+        ],
         &[s.clone()],
     );
     let h = &hosts(&d)[0];

@@ -2,7 +2,8 @@
 
 use super::fixtures::*;
 use crate::contract::agent_status::RunState;
-use crate::deliver::deploy_state::{DEPLOY_LOCK, Phase};
+use crate::deliver::deploy::LOCK_FILE;
+use crate::deliver::deploy_state::Phase;
 use crate::deliver::report_store::{REPORTS_FILE, StoredReport};
 use crate::deliver::status::*;
 use crate::util::lock::{self, Holder};
@@ -45,6 +46,19 @@ fn both_phases_show_and_json_has_them() {
     assert_eq!(h["factory"]["ageSeconds"], 110);
     assert_eq!(h["sitePhase"]["error"], "no answer");
     assert_eq!(h["ageSeconds"], 60);
+}
+
+/// The site phase deployed on a host whose factory phase was done without deploy (`ibi boot`, by
+/// hand): its factory result is unknown, not pending.
+#[test]
+fn a_site_phase_without_a_factory_record_shows_no_factory_result() {
+    let mut s = site("a17", A);
+    s.phases
+        .insert(Phase::Site, record(RunState::Done, "eject", 100));
+    let d = base(&[], &[s]);
+    let text = render(&fleet_status(d.path(), None).unwrap(), 130, false);
+    let row: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[4..], ["-", "done", "eject", "30s"], "{text}");
 }
 
 /// Issue 21 item 4: escape sequences in a report reached the terminal raw.
@@ -185,7 +199,7 @@ fn the_deploy_lock_says_who_runs_or_how_the_last_one_ended() {
         deploy_line(T).1,
         "1 host(s): 0 done, 0 running, 0 failed, 1 pending"
     );
-    let path = d.path().join(DEPLOY_LOCK);
+    let path = d.path().join(LOCK_FILE);
     let mut me = Holder::me("deploy", Some("127.0.0.1:8443".into()));
     me.started = T;
     let held = lock::acquire(&path, me.clone(), "BASE").unwrap();
