@@ -64,7 +64,8 @@ pub struct HostStatus {
     pub system: Option<String>,
     pub hostname: Option<String>,
     pub agent: Option<ReportingAgent>,
-    /// `None`: nothing happened yet.
+    /// `None`: nothing heard of it (pending; or, with the site phase under way, done without
+    /// deploy and without a report).
     pub factory: Option<PhaseStatus>,
     /// `None`: deploy has not begun it.
     pub site_phase: Option<PhaseStatus>,
