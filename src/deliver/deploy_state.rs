@@ -23,12 +23,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::contract::agent_status::RunState;
 use crate::util::fs::{
-    Clobber, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, read_input_file, write_atomic,
+    Clobber, InputError, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, read_input_file,
+    write_atomic,
 };
 
 /// Under the fleet's base directory.
@@ -147,8 +148,27 @@ pub fn load_site(base: &Path, site: &str) -> Result<Option<SiteDeployState>> {
     read_state(&path).map(Some)
 }
 
-/// Every site's record, by site name; none when deploy never ran.
+/// Every site's record, by site name; none when deploy never ran. The first damaged record is an
+/// error ([`load_all_checked`] reads past it).
 pub fn load_all(base: &Path) -> Result<Vec<SiteDeployState>> {
+    load_all_checked(base)?
+        .into_iter()
+        .map(|r| r.map_err(|d| anyhow::anyhow!("{}: {}", d.path.display(), d.problem)))
+        .collect()
+}
+
+/// A site's record that could not be read: which site (from the file name), where, and why (never
+/// the file's content).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedRecord {
+    pub site: String,
+    pub path: PathBuf,
+    pub problem: String,
+}
+
+/// Every site's record, by site name, each read on its own: a damaged one is listed as such and
+/// hides none of the others. An error only when the directory itself cannot be listed.
+pub fn load_all_checked(base: &Path) -> Result<Vec<Result<SiteDeployState, DamagedRecord>>> {
     let dir = base.join(DEPLOY_STATE_DIR);
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -160,41 +180,58 @@ pub fn load_all(base: &Path) -> Result<Vec<SiteDeployState>> {
         let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
         let name = entry.file_name().to_string_lossy().into_owned();
         // Temp files of an atomic write in progress start with a dot.
-        if name.starts_with('.') || !name.ends_with(".json") {
+        let Some(site) = name
+            .strip_suffix(".json")
+            .filter(|_| !name.starts_with('.'))
+        else {
             continue;
-        }
-        states.push(read_state(&entry.path())?);
+        };
+        let path = entry.path();
+        states.push(check_state(&path, site).map_err(|problem| DamagedRecord {
+            site: site.to_string(),
+            path,
+            problem,
+        }));
     }
-    states.sort_by(|a, b| a.site.cmp(&b.site));
+    let site = |r: &Result<SiteDeployState, DamagedRecord>| match r {
+        Ok(s) => s.site.clone(),
+        Err(d) => d.site.clone(),
+    };
+    states.sort_by_cached_key(site);
     Ok(states)
 }
 
 fn read_state(path: &Path) -> Result<SiteDeployState> {
-    let bytes = read_input_file(path, MAX_STATE_FILE)
-        .with_context(|| format!("reading {}", path.display()))?;
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+    check_state(path, stem.as_deref().unwrap_or_default())
+        .map_err(|problem| anyhow::anyhow!("{}: {problem}", path.display()))
+}
+
+/// The record at `path`, which must be `site`'s, or what is wrong with it (without its content: a
+/// damaged file may hold anything).
+fn check_state(path: &Path, site: &str) -> std::result::Result<SiteDeployState, String> {
+    let bytes = read_input_file(path, MAX_STATE_FILE).map_err(|e| match e {
+        InputError::NotAFile { kind, .. } => format!("not a regular file (a {kind})"),
+        InputError::TooBig { size, limit, .. } => {
+            format!("{size} bytes, more than a record's {limit}-byte limit")
+        }
+        InputError::Io { source, .. } => format!("cannot be read ({source})"),
+    })?;
     let state: SiteDeployState = serde_json::from_slice(&bytes).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: not a deploy state (line {}, column {}: {:?} error)",
-            path.display(),
-            e.line(),
-            e.column(),
-            e.classify()
-        )
+        let at = format!("line {}, column {}", e.line(), e.column());
+        match e.classify() {
+            serde_json::error::Category::Eof => format!("cut short (it ends at {at})"),
+            c => format!("not a deploy state ({at}: {c:?} error)"),
+        }
     })?;
     if state.version != DEPLOY_STATE_VERSION {
-        bail!(
-            "{}: deploy state version {}, this ibi reads version {DEPLOY_STATE_VERSION}",
-            path.display(),
+        return Err(format!(
+            "deploy state version {}, this ibi reads version {DEPLOY_STATE_VERSION}",
             state.version
-        );
+        ));
     }
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
-    if stem.as_deref() != Some(state.site.as_str()) {
-        bail!(
-            "{}: names site {:?}, not the site of its file name",
-            path.display(),
-            state.site
-        );
+    if state.site != site {
+        return Err("names another site than its file name does".into());
     }
     Ok(state)
 }
@@ -267,13 +304,51 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let cases = [
             (r#"{"version":2,"site":"a"}"#, "deploy state version 2"),
-            (r#"{"version":1,"site":"b"}"#, "names site \"b\""),
-            ("{", "not a deploy state (line 1"),
+            (
+                r#"{"version":1,"site":"b"}"#,
+                "names another site than its file name",
+            ),
+            ("{", "cut short (it ends at line 1, column 1)"),
+            ("", "cut short (it ends at line 1, column 0)"),
+            ("{]", "not a deploy state (line 1, column 2: Syntax error)"),
         ];
         for (text, want) in cases {
             std::fs::write(dir.join("a.json"), text).unwrap();
             let err = format!("{:#}", load_all(d.path()).unwrap_err());
             assert!(err.contains(want), "{err}");
+            let err = format!("{:#}", load_site(d.path(), "a").unwrap_err());
+            assert!(err.contains(want), "{err}");
         }
+    }
+
+    #[test]
+    fn a_damaged_record_hides_none_of_the_others() {
+        let d = tempfile::tempdir().unwrap();
+        for s in ["a17", "c19"] {
+            save_site(d.path(), &SiteDeployState::new(s)).unwrap();
+        }
+        let dir = d.path().join(DEPLOY_STATE_DIR);
+        std::fs::write(dir.join("b18.json"), r#"{"version":1,"site":"MARKER"#).unwrap();
+        std::fs::create_dir(dir.join("d20.json")).unwrap();
+        std::fs::write(dir.join(".a17.json.tmp"), "{").unwrap();
+        let all = load_all_checked(d.path()).unwrap();
+        let got: Vec<std::result::Result<&str, (&str, &str)>> = all
+            .iter()
+            .map(|r| match r {
+                Ok(s) => Ok(s.site.as_str()),
+                Err(e) => Err((e.site.as_str(), e.problem.as_str())),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                Ok("a17"),
+                Err(("b18", "cut short (it ends at line 1, column 27)")),
+                Ok("c19"),
+                Err(("d20", "not a regular file (a directory)")),
+            ]
+        );
+        assert_eq!(all[1].as_ref().unwrap_err().path, dir.join("b18.json"));
+        assert!(load_all(d.path()).is_err());
     }
 }

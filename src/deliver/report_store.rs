@@ -122,40 +122,80 @@ pub fn supersedes(newer: &HostReport, older: &HostReport) -> bool {
     !(older.finished && !newer.finished && older.host.boot_id == newer.host.boot_id)
 }
 
-/// Every report in `dir`'s store, in the order received; none when there is no store.
+/// Every report in `dir`'s store, in the order received; none when there is no store. A damaged line
+/// is an error ([`load_reports_checked`] reads past it).
 pub fn load_reports(dir: &Path) -> Result<Vec<StoredReport>> {
     let path = dir.join(REPORTS_FILE);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    };
-    parse_reports(&path.display().to_string(), &bytes)
+    match read_store(&path)? {
+        Some(bytes) => parse_reports(&path.display().to_string(), &bytes),
+        None => Ok(Vec::new()),
+    }
 }
 
-/// Parses a store's bytes; `name` names it in errors. Messages give the line and serde's position,
+/// Every report of `dir`'s store that can be read, in the order received, and what is wrong with each
+/// line that cannot ([`parse_reports_checked`]).
+pub fn load_reports_checked(dir: &Path) -> Result<(Vec<StoredReport>, Vec<DamagedLine>)> {
+    let path = dir.join(REPORTS_FILE);
+    match read_store(&path)? {
+        Some(bytes) => Ok(parse_reports_checked(&bytes)),
+        None => Ok((Vec::new(), Vec::new())),
+    }
+}
+
+fn read_store(path: &Path) -> Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// A line of the store that is not a report: its number (from 1) and serde's reason and position,
 /// never the content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedLine {
+    pub line: usize,
+    pub problem: String,
+}
+
+/// Parses a store's bytes; `name` names it in errors. The first damaged line is an error.
 pub fn parse_reports(name: &str, bytes: &[u8]) -> Result<Vec<StoredReport>> {
+    let (reports, damaged) = parse_reports_checked(bytes);
+    match damaged.first() {
+        Some(d) => bail!(
+            "{name}: line {}: {}; the store is damaged",
+            d.line,
+            d.problem
+        ),
+        None => Ok(reports),
+    }
+}
+
+/// Parses a store's bytes line by line: the reports that parse, and the lines that do not. A last
+/// line without its newline (a write cut short) is neither.
+pub fn parse_reports_checked(bytes: &[u8]) -> (Vec<StoredReport>, Vec<DamagedLine>) {
     let complete = match bytes.iter().rposition(|b| *b == b'\n') {
         Some(i) => &bytes[..=i],
         None => &[][..],
     };
-    let mut out = Vec::new();
+    let (mut out, mut damaged) = (Vec::new(), Vec::new());
     for (n, line) in complete.split(|b| *b == b'\n').enumerate() {
         if line.is_empty() {
             continue;
         }
         match serde_json::from_slice(line) {
             Ok(r) => out.push(r),
-            Err(e) => bail!(
-                "{name}: line {}: not a report ({:?} error at column {}); the store is damaged",
-                n + 1,
-                e.classify(),
-                e.column()
-            ),
+            Err(e) => damaged.push(DamagedLine {
+                line: n + 1,
+                problem: format!(
+                    "not a report ({:?} error at column {})",
+                    e.classify(),
+                    e.column()
+                ),
+            }),
         }
     }
-    Ok(out)
+    (out, damaged)
 }
 
 /// A store read as it grows, for a reader that looks again and again (`ibi deploy`, every poll, for
@@ -348,5 +388,10 @@ mod tests {
             "{err}"
         );
         assert!(!err.contains("MARKER"), "{err}");
+        let (reports, damaged) = parse_reports_checked(format!("{text}x\n{line}").as_bytes());
+        assert_eq!(reports.len(), 2, "the lines around the damage still count");
+        let lines: Vec<usize> = damaged.iter().map(|d| d.line).collect();
+        assert_eq!(lines, [2, 4]);
+        assert!(!format!("{damaged:?}").contains("MARKER"));
     }
 }
