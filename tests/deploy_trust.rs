@@ -177,3 +177,142 @@ fn a_report_speaks_only_for_the_host_whose_own_token_it_carries() {
         "{store}"
     );
 }
+
+/// Every mistake found in one run, before any host is touched: two inventory typos at once; then a
+/// wrong BMC password (site a), a CA file that is not there (b), a password file that is not there
+/// (c) and an installation ISO whose statusURL names another port than deploy listens on, all in one
+/// table, exit 1, and no BMC asked for anything but reads. With everything fixed, `--check` says
+/// each site is ready and changes nothing either.
+#[test]
+fn every_mistake_is_found_before_any_host_is_touched() {
+    let Some(bin) = sushy_emulator(TEST) else {
+        return;
+    };
+    let f = fleet(
+        &bin,
+        &[
+            ("a", "a1a1a1a1-0000-4000-8000-00000000000a"),
+            ("b", "b2b2b2b2-0000-4000-8000-00000000000b"),
+            ("c", "c3c3c3c3-0000-4000-8000-00000000000c"),
+        ],
+        &TIMEOUTS,
+    );
+    let good = std::fs::read_to_string(f.inventory()).unwrap();
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(deploy_binary())
+            .args(["deploy", "--dir"])
+            .arg(f.base())
+            .arg("--sites")
+            .arg(f.inventory())
+            .args(["--phase", "factory"])
+            .args(TIMEOUTS)
+            .arg("--tls-cert")
+            .arg(&f.tls.1)
+            .arg("--tls-key")
+            .arg(&f.tls.2)
+            .args(extra)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let listen = format!("127.0.0.1:{}", f.port);
+
+    // Two typos, both at once, by file, line and field.
+    let typos = good.replacen("    hostname:", "    hostnme:", 2);
+    std::fs::write(f.inventory(), &typos).unwrap();
+    let (code, _, err) = run(&["--listen", &listen]);
+    assert_eq!(code, Some(1), "{err}");
+    for typo in [
+        "sites.yaml:3: sites[0].hostnme (site a)",
+        "sites.yaml:10: sites[1].hostnme (site b)",
+    ] {
+        assert!(err.contains(typo), "{typo} not in {err}");
+    }
+
+    // Four mistakes of other kinds, one table.
+    let wrong_pw = f.work.path().join("wrong-password");
+    std::fs::write(&wrong_pw, "not-the-password\n").unwrap();
+    let broken = good
+        .replacen(
+            &f.emulators[0].password_file.display().to_string(),
+            &wrong_pw.display().to_string(),
+            1,
+        )
+        .replacen(
+            &f.emulators[1].cert.display().to_string(),
+            "/nonexistent/b-ca.pem",
+            1,
+        )
+        .replacen(
+            &f.emulators[2].password_file.display().to_string(),
+            "/nonexistent/c-password",
+            1,
+        );
+    std::fs::write(f.inventory(), &broken).unwrap();
+    let other = format!("127.0.0.1:{}", free_port());
+    let (code, out, err) = run(&["--listen", &other]);
+    eprintln!("stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(code, Some(1));
+    assert!(out.starts_with("SITE  CHECK"), "{out}");
+    let row = |site: &str, check: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{site} ")) && l.contains(&format!(" {check} ")))
+            .unwrap_or_else(|| panic!("no {check} finding for {site}:\n{out}"))
+            .to_string()
+    };
+    assert!(row("a", "bmc").contains("HTTP 401"), "{out}");
+    assert!(
+        row("b", "inventory").contains("/nonexistent/b-ca.pem"),
+        "{out}"
+    );
+    assert!(
+        row("c", "inventory").contains("/nonexistent/c-password"),
+        "{out}"
+    );
+    let status_url = row("-", "statusURL");
+    assert!(
+        status_url.contains(&format!("reports to https://127.0.0.1:{}", f.port))
+            && status_url.contains(&format!("deploy serves at https://{other}")),
+        "{status_url}"
+    );
+    assert!(
+        err.ends_with("error: pre-flight: 4 finding(s), listed above; no host was touched\n"),
+        "{err}"
+    );
+    let touched = |f: &Fleet| {
+        f.emulators.iter().any(|e| {
+            let log = requests(e);
+            [
+                "POST /redfish/v1/Systems",
+                "PATCH",
+                "DELETE /redfish/v1/Systems",
+            ]
+            .iter()
+            .any(|m| log.contains(m))
+        })
+    };
+    assert!(!touched(&f), "a BMC was asked to change something");
+    assert!(
+        !f.base().join(".ibi/deploy/a.json").exists(),
+        "a record was written"
+    );
+
+    // Fixed: the check alone says every site is ready, and changes nothing.
+    std::fs::write(f.inventory(), &good).unwrap();
+    let (code, out, err) = run(&["--listen", &listen, "--check"]);
+    eprintln!("stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(code, Some(0), "{err}");
+    for site in ["a", "b", "c"] {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(&format!("{site}     ok"))),
+            "{out}"
+        );
+    }
+    assert!(!touched(&f), "--check changed something");
+}

@@ -8,6 +8,7 @@ use crate::cli::{Cli, Command, CreateCommand};
 use crate::config::ValidationError;
 use crate::deliver::watch::NotReady;
 use crate::util::interrupt::Interrupted;
+use crate::util::text::escape_control_but_newlines;
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<()> {
@@ -74,12 +75,14 @@ pub fn report_error(e: &anyhow::Error) {
         eprintln!("{i}");
         return;
     }
+    // An error may carry what a BMC, a host, a cluster or a registry wrote: no control character of
+    // theirs reaches the terminal.
     match e.downcast_ref::<ValidationError>() {
         Some(v) => {
             for f in &v.findings {
-                eprintln!("error: {f}");
+                eprintln!("error: {}", escape_control_but_newlines(&f.to_string()));
             }
         }
-        None => eprintln!("error: {e:#}"),
+        None => eprintln!("error: {}", escape_control_but_newlines(&format!("{e:#}"))),
     }
 }

@@ -697,12 +697,13 @@ impl SiteEntry {
         }
     }
 
+    /// `INVENTORY:LINE: sites[i].bmc.KEY (site s)` (no line in CSV, whose field names it).
     fn bmc_field(&self, inventory: &std::path::Path, key: &str) -> String {
-        format!(
-            "{}: {}",
-            inventory.display(),
-            self.field(&format!("bmc.{key}"))
-        )
+        let key = format!("bmc.{key}");
+        match self.line(&key) {
+            Some(line) => format!("{}:{line}: {}", inventory.display(), self.field(&key)),
+            None => format!("{}: {}", inventory.display(), self.field(&key)),
+        }
     }
 }
 

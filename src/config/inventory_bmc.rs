@@ -148,8 +148,8 @@ impl BmcEntry {
         let bmc = self;
         if let Some(file) = &bmc.password_file {
             let path = relative_to(inventory, file);
-            let bytes = read_input_file(&path, MAX_SMALL_FILE)
-                .with_context(|| format!("{}: reading {}", at("passwordFile"), path.display()))?;
+            let bytes =
+                read_input_file(&path, MAX_SMALL_FILE).with_context(|| at("passwordFile"))?;
             let text = String::from_utf8(bytes).unwrap_or_default();
             let line = text.lines().next().unwrap_or_default();
             if line.is_empty() {
@@ -179,8 +179,7 @@ impl BmcEntry {
             return Ok(None);
         };
         let path = relative_to(inventory, file);
-        let bytes = read_input_file(&path, MAX_SMALL_FILE)
-            .with_context(|| format!("{}: reading {}", at("caFile"), path.display()))?;
+        let bytes = read_input_file(&path, MAX_SMALL_FILE).with_context(|| at("caFile"))?;
         Ok(Some(bytes))
     }
 }
@@ -369,7 +368,7 @@ mod tests {
         let err = format!("{:#}", inv.sites[0].bmc_ca(&inventory).unwrap_err());
         assert!(
             err.starts_with(&format!(
-                "{}: sites[0].bmc.caFile (site a17): reading {}",
+                "{}:8: sites[0].bmc.caFile (site a17): reading {}",
                 inventory.display(),
                 d.path().join("bmc/ca.pem").display()
             )),

@@ -15,12 +15,24 @@ pub fn clip(text: &str, max_chars: usize) -> String {
 /// cluster's error) cannot move the cursor, clear the screen, retitle the terminal or forge a line
 /// of output. Everything else, backslashes included, is kept as it is.
 pub fn escape_control(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
+    escape(text, false)
+}
+
+/// [`escape_control`] but for newlines, which stay: for a message of several lines (an error with
+/// a tool's output appended), where a line break moves no cursor anywhere it should not.
+pub fn escape_control_but_newlines(text: &str) -> String {
+    escape(text, true)
+}
+
+fn escape(text: &str, keep_newlines: bool) -> String {
+    let unsafe_char = |c: char| c.is_control() && !(keep_newlines && c == '\n');
+    if !text.chars().any(unsafe_char) {
         return text.to_string();
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
         match c {
+            '\n' if keep_newlines => out.push('\n'),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
@@ -44,6 +56,10 @@ mod tests {
         assert_eq!(
             escape_control("\x1b[2J\x1b]0;owned\x07x\ny\r\t\u{9b}31m\x7f"),
             "\\x1b[2J\\x1b]0;owned\\x07x\\ny\\r\\t\\u{9b}31m\\x7f"
+        );
+        assert_eq!(
+            escape_control_but_newlines("a\x1b[2J\nb\r\n"),
+            "a\\x1b[2J\nb\\r\n"
         );
     }
 
