@@ -269,16 +269,22 @@ fn deploy_scale_benchmark() {
         .ok()
         .map_or(20, |p| p.parse().unwrap());
     let rows: Vec<Measure> = sizes.iter().map(|n| run(&bin, *n, parallel)).collect();
-    eprintln!("SITES  PARALLEL  WALL(s)  PER SITE(s)  PEAK RSS(KiB)  PEAK THREADS");
+    // Ratios to the first size, the reference run of this invocation.
+    let (rss0, threads0) = (rows[0].peak_rss_kib as f64, rows[0].peak_threads as f64);
+    eprintln!(
+        "SITES  PARALLEL  WALL(s)  PER SITE(s)  PEAK RSS(KiB)  RSS RATIO  PEAK THREADS  THREADS RATIO"
+    );
     for m in &rows {
         eprintln!(
-            "{:>5}  {:>8}  {:>7.1}  {:>11.2}  {:>13}  {:>12}",
+            "{:>5}  {:>8}  {:>7.1}  {:>11.2}  {:>13}  {:>9.2}  {:>12}  {:>13.2}",
             m.sites,
             parallel,
             m.wall.as_secs_f64(),
             m.wall.as_secs_f64() / m.sites as f64,
             m.peak_rss_kib,
-            m.peak_threads
+            m.peak_rss_kib as f64 / rss0,
+            m.peak_threads,
+            m.peak_threads as f64 / threads0
         );
     }
 }

@@ -123,22 +123,27 @@ fn a_finished_host_is_never_booted_again_and_an_interrupt_leaves_it_resumable() 
     );
 }
 
-/// Two hosts booted. Reports that claim host y's System UUID but carry the fleet ISO's own token, or
-/// host x's own token, never end y's phase: the first is kept without a site, the second is x's.
-/// Only y's own report (its own token, from the ISO its BMC downloaded) ends y's.
+/// Three hosts booted. Reports that claim host y's System UUID but carry the fleet ISO's own token,
+/// or host x's own token, never end y's phase: the first is kept without a site, the second is x's.
+/// Only y's own report (its own token, from the ISO its BMC downloaded) ends y's. Host z reports a
+/// failure whose text holds terminal escape sequences: deploy stores them as sent and prints them
+/// escaped.
 #[test]
 fn a_report_speaks_only_for_the_host_whose_own_token_it_carries() {
     let Some(bin) = sushy_emulator(TEST) else {
         return;
     };
-    let (x, y) = (
+    let (x, y, z) = (
         "a1a1a1a1-0000-4000-8000-00000000000a",
         "b2b2b2b2-0000-4000-8000-00000000000b",
+        "c3c3c3c3-0000-4000-8000-00000000000c",
     );
-    let f = fleet(&bin, &[("x", x), ("y", y)], &TIMEOUTS);
+    let f = fleet(&bin, &[("x", x), ("y", y), ("z", z)], &TIMEOUTS);
     let mut run = f.spawn("run");
     play_until(&f, &mut run, "run", &[], |f| {
-        state_is(f, "x", "running", "wait-report") && state_is(f, "y", "running", "wait-report")
+        ["x", "y", "z"]
+            .iter()
+            .all(|s| state_is(f, s, "running", "wait-report"))
     });
     let forged = |ign: &serde_json::Value| {
         let h = Host::new(ign, y, "sno-y", "");
@@ -161,9 +166,35 @@ fn a_report_speaks_only_for_the_host_whose_own_token_it_carries() {
         std::thread::sleep(Duration::from_millis(200));
     }
     report_done_lca(&f, 1);
-    play_until(&f, &mut run, "run", &[], |f| state_is(f, "y", "done", ""));
-    assert_eq!(wait_exit(&mut run).code(), Some(0));
+    // z fails, its text full of escape sequences (the screen cleared, the title set, a bell).
+    let z_iso = f.emulators[2].downloaded("rhcos-ibi.iso").unwrap();
+    let host = Host::new(
+        &iso_ignition(&z_iso),
+        z,
+        "sno-z\x1b[2J",
+        "line\x1b]0;owned\x07\n",
+    );
+    let failed = host.lca_report(
+        "failed",
+        &[("MONITOR_SERVICE_RESULT", "exit-code\x1b]0;owned\x07\x1b[2J")],
+    );
+    common::deliver::host::ok(&failed, "ibi-report.sh failed");
+    assert_eq!(wait_exit(&mut run).code(), Some(1), "z failed");
+    assert!(state_is(&f, "y", "done", ""));
+    let err = f.output("run", "stderr");
+    assert!(
+        !err.contains('\x1b') && !err.contains('\x07'),
+        "raw escapes: {err:?}"
+    );
+    assert!(
+        err.contains("error: site z: the host reported a failure: install-rhcos-and-restore-seed.service failed (result exit-code\\x1b]0;owned\\x07\\x1b[2J,"),
+        "{err}"
+    );
     let store = std::fs::read_to_string(f.base().join(".ibi/reports.jsonl")).unwrap();
+    assert!(
+        store.contains("exit-code\\u001b]0;owned"),
+        "stored as sent: {store}"
+    );
     let sites: Vec<Option<String>> = store
         .lines()
         .map(|l| {
@@ -173,9 +204,25 @@ fn a_report_speaks_only_for_the_host_whose_own_token_it_carries() {
         .collect();
     assert_eq!(
         sites,
-        [None, Some("x".into()), Some("y".into()), Some("y".into())],
+        [
+            None,
+            Some("x".into()),
+            Some("y".into()),
+            Some("y".into()),
+            Some("z".into())
+        ],
         "{store}"
     );
+    let status = common::deliver::ibi_env(
+        &["status", "--dir", f.base().to_str().unwrap(), "--logs"],
+        &[],
+    );
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        !shown.contains('\x1b') && !shown.contains('\x07'),
+        "raw escapes: {shown:?}"
+    );
+    assert!(shown.contains("sno-z\\x1b[2J"), "{shown}");
 }
 
 /// Every mistake found in one run, before any host is touched: two inventory typos at once; then a
@@ -254,6 +301,9 @@ fn every_mistake_is_found_before_any_host_is_touched() {
             1,
         );
     std::fs::write(f.inventory(), &broken).unwrap();
+    // And b's record cut short (a disk full at the wrong moment): deploy cannot know what was done.
+    std::fs::create_dir_all(f.base().join(".ibi/deploy")).unwrap();
+    std::fs::write(f.base().join(".ibi/deploy/b.json"), "{\"version\": 1, \"si").unwrap();
     let other = format!("127.0.0.1:{}", free_port());
     let (code, out, err) = run(&["--listen", &other]);
     eprintln!("stdout:\n{out}\nstderr:\n{err}");
@@ -281,7 +331,7 @@ fn every_mistake_is_found_before_any_host_is_touched() {
         "{status_url}"
     );
     assert!(
-        err.ends_with("error: pre-flight: 4 finding(s), listed above; no host was touched\n"),
+        err.ends_with("error: pre-flight: 5 finding(s), listed above; no host was touched\n"),
         "{err}"
     );
     let touched = |f: &Fleet| {
@@ -302,9 +352,9 @@ fn every_mistake_is_found_before_any_host_is_touched() {
         "a record was written"
     );
 
-    // Fixed: the check alone says every site is ready, and changes nothing.
+    // Fixed (b to be started over): the check alone says every site is ready, and changes nothing.
     std::fs::write(f.inventory(), &good).unwrap();
-    let (code, out, err) = run(&["--listen", &listen, "--check"]);
+    let (code, out, err) = run(&["--listen", &listen, "--check", "--redo", "b"]);
     eprintln!("stdout:\n{out}\nstderr:\n{err}");
     assert_eq!(code, Some(0), "{err}");
     for site in ["a", "b", "c"] {

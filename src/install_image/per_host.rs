@@ -25,6 +25,9 @@ use crate::util::secret::Secret;
 pub struct EmbeddedIgnition {
     area: EmbedArea,
     config: Config,
+    /// How much of the area, in the file beneath the patches, is not zero: a host's patch must
+    /// cover at least that much and no more (the rest of the area is zeros already).
+    beneath_used: u64,
 }
 
 /// Reads the Ignition config of the ISO `file` makes with `patches` laid over it (none for an ISO
@@ -35,6 +38,8 @@ pub fn read(file: &File, patches: &[Patch]) -> Result<EmbeddedIgnition> {
     let area = find_ignition_area(&mut iso).context("finding the Ignition area")?;
     let mut reader = iso.into_inner();
     let bytes = read_area(&mut reader, &area).context("reading the Ignition area")?;
+    let mut plain = PatchedReader::new(file, &[]).context("reading the installation ISO")?;
+    let beneath = read_area(&mut plain, &area).context("reading the Ignition area")?;
     let Some(raw) = decode_ignition(&bytes).context("decoding the Ignition area")? else {
         bail!("the installation ISO carries no Ignition config");
     };
@@ -47,7 +52,17 @@ pub fn read(file: &File, patches: &[Patch]) -> Result<EmbeddedIgnition> {
             e.column()
         )
     })?;
-    Ok(EmbeddedIgnition { area, config })
+    Ok(EmbeddedIgnition {
+        area,
+        config,
+        beneath_used: used(&beneath),
+    })
+}
+
+/// The length of `bytes` without its zero tail, rounded up to 4 (an xz stream's alignment).
+fn used(bytes: &[u8]) -> u64 {
+    let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1) as u64;
+    end.next_multiple_of(4).min(bytes.len() as u64)
 }
 
 impl EmbeddedIgnition {
@@ -93,8 +108,12 @@ impl EmbeddedIgnition {
             }
         }
         let raw = serde_json::to_vec(&config).context("encoding the Ignition config")?;
-        let data = encode_ignition_compact(&raw, self.area.length)
+        let mut data = encode_ignition_compact(&raw, self.area.length)
             .context("embedding the host's Ignition config")?;
+        // The area's zero fill is there beneath the patch past what was used: the patch stops at
+        // the longer of the two streams (some KiB a host, not the area's 256 KiB), the same bytes.
+        let keep = used(&data).max(self.beneath_used);
+        data.truncate(usize::try_from(keep).unwrap_or(data.len()));
         Ok(Patch {
             offset: self.area.offset,
             data,
@@ -173,8 +192,20 @@ mod tests {
         let fleet = read(&file, &patches).unwrap();
         assert_eq!(fleet.report_config().unwrap().unwrap(), settings(FLEET));
         let host = fleet.patch_for(&Secret::new(HOST)).unwrap();
-        assert_eq!(host.data.len() as u64, fleet.area().length);
-        let mine = with_host_patch(&patches, fleet.area(), host);
+        assert!(
+            (host.data.len() as u64) < fleet.area().length / 4,
+            "{} bytes: the zero fill is not carried",
+            host.data.len()
+        );
+        let mine = with_host_patch(&patches, fleet.area(), host.clone());
+        // The same bytes as the whole area's patch: zeros past the patch.
+        let mut whole = vec![0u8; fleet.area().length as usize];
+        let mut reader = PatchedReader::new(&file, &mine).unwrap();
+        use std::io::{Read, Seek, SeekFrom};
+        reader.seek(SeekFrom::Start(fleet.area().offset)).unwrap();
+        reader.read_exact(&mut whole).unwrap();
+        assert_eq!(&whole[..host.data.len()], &host.data[..]);
+        assert!(whole[host.data.len()..].iter().all(|&b| b == 0));
         assert_eq!(mine.len(), 1, "the fleet's Ignition patch is replaced");
         let got = read(&file, &mine).unwrap();
         assert_eq!(got.report_config().unwrap().unwrap(), settings(HOST));

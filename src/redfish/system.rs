@@ -95,6 +95,14 @@ pub fn find_system(c: &mut Client, path: &str, id: Option<&str>) -> Result<Syste
         Some(link) if reply.body.get("Members").is_none() => link.id,
         _ => path.to_string(),
     };
+    // Named: asked for at its own path first (as sushy's `get_system` does), which spares a BMC
+    // with many systems (a chassis manager, an emulator) listing them all for every job.
+    if let Some(want) = id.filter(|w| !w.is_empty() && !w.contains('/')) {
+        let direct = format!("{}/{want}", collection.trim_end_matches('/'));
+        if c.get(&direct).is_ok_and(|r| is_system(&r.body)) {
+            return read_system(c, &direct);
+        }
+    }
     let members = decode::<Collection>(&c.get(&collection)?.body, "Systems collection")
         .map_err(|e| anyhow!("BMC {}: GET {collection}: {e}", c.origin()))?
         .members;

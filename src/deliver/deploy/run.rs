@@ -38,13 +38,7 @@ pub struct Deployed {
 pub fn deploy(o: &DeployOptions) -> Result<Deployed> {
     let interrupt = watch_signals()?;
     let targets = plan::targets(o)?;
-    let signals = match o.phase {
-        Phase::Factory => plan::factory_signals(&o.base)?,
-        Phase::Site => HostSignals {
-            reports: false,
-            shutdown: false,
-        },
-    };
+    let signals = signals(o)?;
     // Before anything is built, served or touched; after the checks that need no lock, so a run
     // refused for its inputs writes nothing.
     let _lock = take_lock(o)?;
@@ -95,14 +89,18 @@ pub struct Refused(pub Checked);
 /// `ibi deploy --check`: the pre-flight alone, without the lock (it changes nothing).
 pub fn check(o: &DeployOptions) -> Result<Checked> {
     let targets = plan::targets(o)?;
-    let signals = match o.phase {
+    preflight::check(o, &targets, signals(o)?)
+}
+
+/// How the phase hears that a host is done (the site phase watches the cluster instead).
+fn signals(o: &DeployOptions) -> Result<HostSignals> {
+    Ok(match o.phase {
         Phase::Factory => plan::factory_signals(&o.base)?,
         Phase::Site => HostSignals {
             reports: false,
             shutdown: false,
         },
-    };
-    preflight::check(o, &targets, signals)
+    })
 }
 
 /// SIGINT/SIGTERM set the returned number (the engine then starts nothing new); a second one ends
