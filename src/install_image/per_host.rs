@@ -114,6 +114,8 @@ impl EmbeddedIgnition {
         // the longer of the two streams (some KiB a host, not the area's 256 KiB), the same bytes.
         let keep = used(&data).max(self.beneath_used);
         data.truncate(usize::try_from(keep).unwrap_or(data.len()));
+        // And holds no more: a fleet's patches live as long as the server, one per host.
+        data.shrink_to_fit();
         Ok(Patch {
             offset: self.area.offset,
             data,
@@ -196,6 +198,11 @@ mod tests {
             (host.data.len() as u64) < fleet.area().length / 4,
             "{} bytes: the zero fill is not carried",
             host.data.len()
+        );
+        assert!(
+            (host.data.capacity() as u64) < fleet.area().length / 4,
+            "{} bytes held: a server keeps one patch per host",
+            host.data.capacity()
         );
         let mine = with_host_patch(&patches, fleet.area(), host.clone());
         // The same bytes as the whole area's patch: zeros past the patch.
