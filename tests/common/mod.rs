@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod deliver;
 pub mod kubeapi;
+pub mod lab;
 pub mod registry;
 
 use std::fs;

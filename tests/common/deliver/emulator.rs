@@ -102,6 +102,8 @@ fn run_bounded(cmd: &mut Command) -> Result<(), String> {
 pub struct Emulator {
     child: Option<Child>,
     bin: PathBuf,
+    /// `--fake` on the command line (the fake driver); the libvirt driver's config has no flag.
+    fake: bool,
     port: u16,
     pub url: String,
     pub cert: PathBuf,
@@ -140,6 +142,23 @@ impl Emulator {
     }
 
     fn start_systems(bin: &Path, uuid: &str, systems: &str) -> Emulator {
+        Emulator::start_config(
+            bin,
+            uuid,
+            true,
+            &format!(
+                "SUSHY_EMULATOR_FAKE_DRIVER = True\nSUSHY_EMULATOR_FAKE_SYSTEMS = [{systems}]\n"
+            ),
+        )
+    }
+
+    /// The emulator with its libvirt driver (the lab's BMC, tests/common/lab.rs): `config` holds the
+    /// driver's settings (URI, storage pool, allowed domain, boot-loader map); `uuid` is the domain's.
+    pub fn start_libvirt(bin: &Path, uuid: &str, config: &str) -> Emulator {
+        Emulator::start_config(bin, uuid, false, config)
+    }
+
+    fn start_config(bin: &Path, uuid: &str, fake: bool, driver: &str) -> Emulator {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path();
         for sub in ["state", "tmp"] {
@@ -154,8 +173,7 @@ impl Emulator {
         std::fs::write(
             d.join("emulator.conf"),
             format!(
-                "SUSHY_EMULATOR_AUTH_FILE = '{}'\nSUSHY_EMULATOR_STATE_DIR = '{}'\nSUSHY_EMULATOR_FAKE_DRIVER = True\n\
-                 SUSHY_EMULATOR_FAKE_SYSTEMS = [{systems}]\n",
+                "SUSHY_EMULATOR_AUTH_FILE = '{}'\nSUSHY_EMULATOR_STATE_DIR = '{}'\n{driver}",
                 d.join("htpasswd").display(),
                 d.join("state").display()
             ),
@@ -165,6 +183,7 @@ impl Emulator {
         let mut emu = Emulator {
             child: None,
             bin: bin.to_path_buf(),
+            fake,
             port,
             url: format!("https://127.0.0.1:{port}"),
             cert: d.join("cert.pem"),
@@ -207,7 +226,10 @@ impl Emulator {
                 .arg("sushy_tools.emulator.main:app")
                 .env("SUSHY_EMULATOR_CONFIG", d.join("emulator.conf"));
         } else {
-            cmd.args(["--fake", "-i", "127.0.0.1", "-p", &self.port.to_string()])
+            if self.fake {
+                cmd.arg("--fake");
+            }
+            cmd.args(["-i", "127.0.0.1", "-p", &self.port.to_string()])
                 .arg("--config")
                 .arg(d.join("emulator.conf"))
                 .arg("--ssl-certificate")
@@ -217,6 +239,8 @@ impl Emulator {
         }
         let child = cmd
             .env("TMPDIR", d.join("tmp"))
+            .env("NO_PROXY", "127.0.0.1,localhost")
+            .env("no_proxy", "127.0.0.1,localhost")
             .stdout(Stdio::from(log("log")))
             .stderr(Stdio::from(log("log.err")))
             .spawn()

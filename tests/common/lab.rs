@@ -1,0 +1,620 @@
+//! The VM lab (docs/deliver.md, "The lab"): libvirt VMs under QEMU whose BMC is sushy-tools'
+//! Redfish emulator with its **libvirt** driver, as the image-based install's own CI runs them
+//! (dev-scripts, IBIO's and lifecycle-agent's e2e). Facts it relies on:
+//! `shared/reference/vm-lab.md`.
+//!
+//! [`Lab::start`] starts `virtlogd` and `libvirtd` when they are not running (and stops by PID only
+//! what it started), lets `libvirt-qemu` open `/dev/kvm` (restored afterwards), defines a storage
+//! pool for the emulator's media uploads, and starts one emulator (Basic auth, TLS, 127.0.0.1)
+//! limited to the lab's domains. [`Lab::define`] defines a VM: q35, one vCPU, no network interface
+//! (results come back over its serial log and its disk, read after power-off), an empty SATA CD, its
+//! disk a raw file. TCG unless `kvm_intel`/`kvm_amd` is loaded (the KVM here is PVM, on which stock
+//! firmware fails). Everything is undone by name and PID when the lab is dropped, also when a test
+//! fails. Every wait is bounded. Tests that use it take [`lock`] first: one VM at a time.
+//!
+//! The guest disk ([`guest_disk`]) is built once per machine by `tests/lab/guest-disk.sh` and
+//! cached under `~/.cache/ibi/lab/` by the script's SHA-256; [`Disk`] is a copy a test changes and
+//! reads through a loop device, unmounted and detached by path and device on drop.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::deliver::emulator::Emulator;
+
+/// The recipe of the guest disk; its hash names the cached image.
+const GUEST_RECIPE: &str = include_str!("../lab/guest-disk.sh");
+const VIRSH_TIMEOUT: Duration = Duration::from_secs(120);
+const DAEMON_TIMEOUT: Duration = Duration::from_secs(60);
+const BUILD_TIMEOUT: Duration = Duration::from_secs(1200);
+const URI: &str = "qemu:///system";
+/// The name every lab object starts with, so a leftover of a killed run is recognisable.
+pub const PREFIX: &str = "ibi-lab-";
+
+static ONE_VM: Mutex<()> = Mutex::new(());
+
+/// One lab test at a time in this process (2 cores: one VM at a time).
+pub fn lock() -> MutexGuard<'static, ()> {
+    ONE_VM.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A command's output within `limit`, or an error naming it.
+pub fn run(cmd: &mut Command, limit: Duration) -> Result<String, String> {
+    let shown = format!("{cmd:?}");
+    let out_file = tempfile::tempfile().map_err(|e| e.to_string())?;
+    let err_file = tempfile::tempfile().map_err(|e| e.to_string())?;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(out_file.try_clone().map_err(|e| e.to_string())?)
+        .stderr(err_file.try_clone().map_err(|e| e.to_string())?)
+        .spawn()
+        .map_err(|e| format!("{shown}: {e}"))?;
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{shown}: no end within {limit:?}"));
+            }
+        }
+    };
+    let read = |mut f: std::fs::File| {
+        use std::io::{Read, Seek};
+        let mut s = String::new();
+        let _ = f.rewind();
+        let _ = f.read_to_string(&mut s);
+        s
+    };
+    let (out, err) = (read(out_file), read(err_file));
+    if status.success() {
+        Ok(out)
+    } else {
+        Err(format!("{shown}: {status}: {}{}", err.trim(), out.trim()))
+    }
+}
+
+fn virsh(args: &[&str]) -> Result<String, String> {
+    run(
+        Command::new("virsh").arg("-c").arg(URI).args(args),
+        VIRSH_TIMEOUT,
+    )
+}
+
+/// Why the lab cannot run here, if it cannot: not root, or QEMU/libvirt/the lab venv missing.
+pub fn unavailable() -> Option<String> {
+    if !super::is_root() {
+        return Some("the lab needs root (libvirt's system daemon, loop devices)".into());
+    }
+    for tool in [
+        "virsh",
+        "libvirtd",
+        "virtlogd",
+        "qemu-system-x86_64",
+        "debootstrap",
+        "extlinux",
+    ] {
+        if super::tool_path(tool).is_none() && !Path::new("/usr/sbin").join(tool).exists() {
+            return Some(format!(
+                "{tool} is missing (tests/run installs the lab as root)"
+            ));
+        }
+    }
+    if !sushy_bin().is_file() {
+        return Some(format!(
+            "{} is missing (tests/run makes the lab venv)",
+            sushy_bin().display()
+        ));
+    }
+    None
+}
+
+fn cache_dir() -> PathBuf {
+    std::env::home_dir()
+        .unwrap_or_else(|| PathBuf::from("/root"))
+        .join(".cache/ibi")
+}
+
+fn sushy_bin() -> PathBuf {
+    std::env::var_os("IBI_LAB_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache_dir().join("lab-venv"))
+        .join("bin/sushy-emulator")
+}
+
+/// The cached guest disk, built by `tests/lab/guest-disk.sh` if this version of the recipe has
+/// none yet (a few minutes, once per machine).
+pub fn guest_disk() -> Result<PathBuf, String> {
+    let hash = ibi_hash(GUEST_RECIPE.as_bytes());
+    let dir = cache_dir().join("lab");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let image = dir.join(format!("guest-{}.raw", &hash[..16]));
+    // One builder per machine: other test processes wait on the same lock file.
+    let lock_file = std::fs::File::create(dir.join("build.lock")).map_err(|e| e.to_string())?;
+    rustix::fs::flock(&lock_file, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| e.to_string())?;
+    if image.is_file() {
+        return Ok(image);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lab/guest-disk.sh");
+    eprintln!(
+        "lab: building the guest disk {} (once per machine)",
+        image.display()
+    );
+    let started = Instant::now();
+    run(Command::new("bash").arg(&script).arg(&image), BUILD_TIMEOUT)?;
+    eprintln!("lab: guest disk built in {:.0?}", started.elapsed());
+    // Older versions of the recipe's images go.
+    for e in std::fs::read_dir(&dir)
+        .map_err(|e| e.to_string())?
+        .flatten()
+    {
+        let p = e.path();
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with("guest-") && name.ends_with(".raw") && p != image {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+    Ok(image)
+}
+
+fn ibi_hash(bytes: &[u8]) -> String {
+    super::deliver::sha256(bytes)
+}
+
+/// Whether QEMU can use hardware virtualisation here (a real VT-x/AMD-V module, not PVM).
+fn kvm_usable() -> bool {
+    match std::env::var("IBI_LAB_ACCEL").as_deref() {
+        Ok("kvm") => return true,
+        Ok("tcg") => return false,
+        _ => {}
+    }
+    Path::new("/sys/module/kvm_intel").exists() || Path::new("/sys/module/kvm_amd").exists()
+}
+
+struct Daemon {
+    name: &'static str,
+    pid: i32,
+}
+
+/// A running lab: daemons, pool, emulator, domains.
+pub struct Lab {
+    pub dir: tempfile::TempDir,
+    daemons: Vec<Daemon>,
+    /// `/dev/kvm`'s gid and mode before the lab changed them.
+    kvm: Option<(u32, u32)>,
+    pool: Option<String>,
+    domains: Vec<String>,
+    pub emulator: Option<Emulator>,
+}
+
+/// A defined VM.
+pub struct Domain {
+    pub name: String,
+    pub uuid: String,
+    pub serial: PathBuf,
+}
+
+impl Lab {
+    /// The lab, or `None` with SKIP where it cannot run (a failure under CI).
+    pub fn start(test: &str) -> Option<Lab> {
+        if let Some(why) = unavailable() {
+            super::skip(test, &why);
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix(PREFIX)
+            .tempdir_in("/var/tmp")
+            .expect("lab dir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("lab dir mode");
+        let mut lab = Lab {
+            dir,
+            daemons: Vec::new(),
+            kvm: None,
+            pool: None,
+            domains: Vec::new(),
+            emulator: None,
+        };
+        lab.open_kvm();
+        lab.start_daemons();
+        sweep_leftovers();
+        lab.define_pool();
+        Some(lab)
+    }
+
+    /// libvirt's cache check runs as `libvirt-qemu`: without udev `/dev/kvm` stays root-only and
+    /// libvirtd re-probes QEMU on every call (minutes per Redfish request).
+    fn open_kvm(&mut self) {
+        let kvm = Path::new("/dev/kvm");
+        let Ok(meta) = std::fs::metadata(kvm) else {
+            return;
+        };
+        let Some(gid) = group_id("kvm") else { return };
+        if meta.gid() == gid && meta.mode() & 0o060 == 0o060 {
+            return;
+        }
+        self.kvm = Some((meta.gid(), meta.mode() & 0o7777));
+        let _ = rustix::fs::chown(kvm, None, Some(as_gid(gid)));
+        let _ = std::fs::set_permissions(kvm, std::fs::Permissions::from_mode(0o660));
+    }
+
+    fn start_daemons(&mut self) {
+        // Daemons a killed lab run started (and so never stopped) are this run's to stop.
+        for (name, pid) in read_started() {
+            self.daemons.push(Daemon { name, pid });
+        }
+        // libvirt's NAT network would bring up a bridge and dnsmasq: never started (tests/run removes
+        // its autostart link; this is the same guard for a machine set up by hand).
+        let _ = std::fs::remove_file("/etc/libvirt/qemu/networks/autostart/default.xml");
+        for (name, pid_file) in [
+            ("virtlogd", "/run/virtlogd.pid"),
+            ("libvirtd", "/run/libvirtd.pid"),
+        ] {
+            if running_pid(pid_file).is_some() {
+                continue;
+            }
+            run(Command::new(name).arg("-d"), DAEMON_TIMEOUT)
+                .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+            let deadline = Instant::now() + DAEMON_TIMEOUT;
+            let pid = loop {
+                if let Some(pid) = running_pid(pid_file) {
+                    break pid;
+                }
+                assert!(Instant::now() < deadline, "{name} wrote no PID file");
+                std::thread::sleep(Duration::from_millis(100));
+            };
+            self.daemons.push(Daemon { name, pid });
+            write_started(&self.daemons);
+        }
+        // The first call waits for QEMU's capability probe.
+        let deadline = Instant::now() + DAEMON_TIMEOUT;
+        while virsh(&["version"]).is_err() {
+            assert!(Instant::now() < deadline, "libvirtd did not answer");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    fn define_pool(&mut self) {
+        let name = format!("{PREFIX}{}", std::process::id());
+        let path = self.dir.path().join("pool");
+        std::fs::create_dir(&path).expect("pool dir");
+        let xml = self.dir.path().join("pool.xml");
+        std::fs::write(
+            &xml,
+            format!(
+                "<pool type='dir'><name>{name}</name><target><path>{}</path></target></pool>",
+                path.display()
+            ),
+        )
+        .expect("pool xml");
+        virsh(&["pool-define", xml.to_str().unwrap()]).expect("pool-define");
+        self.pool = Some(name.clone());
+        virsh(&["pool-start", &name]).expect("pool-start");
+    }
+
+    /// Defines a VM named `PREFIX<name>` booting `disk` (raw), powered off.
+    pub fn define(&mut self, name: &str, disk: &Path) -> Domain {
+        let name = format!("{PREFIX}{name}-{}", std::process::id());
+        let serial = self.dir.path().join(format!("{name}.serial.log"));
+        let (kind, cpu) = if kvm_usable() {
+            ("kvm", "<cpu mode='host-passthrough'/>")
+        } else {
+            ("qemu", "<cpu mode='maximum'/>")
+        };
+        let xml = format!(
+            "<domain type='{kind}'>
+  <name>{name}</name>
+  <memory unit='MiB'>1024</memory>
+  <vcpu>1</vcpu>
+  <os><type arch='x86_64' machine='q35'>hvm</type></os>
+  {cpu}
+  <clock offset='utc'/>
+  <on_poweroff>destroy</on_poweroff>
+  <on_reboot>restart</on_reboot>
+  <devices>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='raw'/>
+      <source file='{disk}'/>
+      <target dev='vda' bus='virtio'/>
+      <boot order='1'/>
+    </disk>
+    <disk type='file' device='cdrom'>
+      <driver name='qemu' type='raw'/>
+      <target dev='sda' bus='sata'/>
+      <readonly/>
+    </disk>
+    <serial type='file'>
+      <source path='{serial}'/>
+      <target port='0'/>
+    </serial>
+    <memballoon model='none'/>
+  </devices>
+</domain>",
+            disk = disk.display(),
+            serial = serial.display()
+        );
+        let file = self.dir.path().join(format!("{name}.xml"));
+        std::fs::write(&file, xml).expect("domain xml");
+        virsh(&["define", file.to_str().unwrap()]).expect("virsh define");
+        self.domains.push(name.clone());
+        let uuid = virsh(&["domuuid", &name])
+            .expect("domuuid")
+            .trim()
+            .to_string();
+        Domain { name, uuid, serial }
+    }
+
+    /// The emulator (libvirt driver) for `domain`, started once.
+    pub fn start_emulator(&mut self, domain: &Domain) -> &Emulator {
+        let pool = self.pool.clone().expect("pool");
+        let config = format!(
+            "SUSHY_EMULATOR_LIBVIRT_URI = '{URI}'\n\
+             SUSHY_EMULATOR_STORAGE_POOL = '{pool}'\n\
+             SUSHY_EMULATOR_VMEDIA_VERIFY_SSL = False\n\
+             SUSHY_EMULATOR_ALLOWED_INSTANCES = ['{}', '{}']\n\
+             SUSHY_EMULATOR_BOOT_LOADER_MAP = {{'UEFI': {{'x86_64': '/usr/share/OVMF/OVMF_CODE_4M.fd'}}, 'Legacy': {{'x86_64': None}}}}\n\
+             SUSHY_EMULATOR_SECURE_BOOT_DISABLED_NVRAM = '/usr/share/OVMF/OVMF_VARS_4M.fd'\n\
+             SUSHY_EMULATOR_SECURE_BOOT_ENABLED_NVRAM = '/usr/share/OVMF/OVMF_VARS_4M.ms.fd'\n",
+            domain.name, domain.uuid
+        );
+        self.emulator = Some(Emulator::start_libvirt(&sushy_bin(), &domain.uuid, &config));
+        self.emulator.as_ref().unwrap()
+    }
+
+    /// `virsh domstate`: `running`, `shut off`, ...
+    pub fn state(&self, domain: &Domain) -> String {
+        virsh(&["domstate", &domain.name])
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|e| e)
+    }
+
+    /// Waits until the VM is off; false when `within` ran out.
+    pub fn wait_off(&self, domain: &Domain, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if self.state(domain) == "shut off" {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        false
+    }
+
+    /// The persistent definition (what sushy changed: media, boot order).
+    pub fn definition(&self, domain: &Domain) -> String {
+        virsh(&["dumpxml", "--inactive", &domain.name]).unwrap_or_else(|e| e)
+    }
+}
+
+/// The serial log of `domain` so far.
+pub fn serial(domain: &Domain) -> String {
+    String::from_utf8_lossy(&std::fs::read(&domain.serial).unwrap_or_default()).into_owned()
+}
+
+/// Waits for `marker` on the VM's serial console; false when `within` ran out.
+pub fn wait_serial(domain: &Domain, marker: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if serial(domain).contains(marker) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    false
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for name in self.domains.drain(..) {
+            let _ = virsh(&["destroy", &name]);
+            let _ = virsh(&["undefine", "--nvram", &name]);
+        }
+        self.emulator = None;
+        if let Some(pool) = self.pool.take() {
+            if let Ok(vols) = virsh(&["vol-list", "--pool", &pool, "--name"]) {
+                for v in vols.lines().map(str::trim).filter(|v| !v.is_empty()) {
+                    let _ = virsh(&["vol-delete", "--pool", &pool, v]);
+                }
+            }
+            let _ = virsh(&["pool-destroy", &pool]);
+            let _ = virsh(&["pool-undefine", &pool]);
+        }
+        // libvirtd before virtlogd, each by the PID it wrote, only if this lab started it.
+        for d in self.daemons.drain(..).rev() {
+            let pid = rustix::process::Pid::from_raw(d.pid).expect("pid");
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            let deadline = Instant::now() + DAEMON_TIMEOUT;
+            while Path::new(&format!("/proc/{}", d.pid)).exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if Path::new(&format!("/proc/{}", d.pid)).exists() {
+                eprintln!("lab: {} (PID {}) did not stop; killing it", d.name, d.pid);
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+        }
+        let _ = std::fs::remove_file(STARTED_FILE);
+        if let Some((gid, mode)) = self.kvm.take() {
+            let kvm = Path::new("/dev/kvm");
+            let _ = rustix::fs::chown(kvm, None, Some(as_gid(gid)));
+            let _ = std::fs::set_permissions(kvm, std::fs::Permissions::from_mode(mode));
+        }
+    }
+}
+
+/// The daemons the lab started, while they run: a run killed before its cleanup leaves the next
+/// run this list, so what it started is still stopped by PID.
+const STARTED_FILE: &str = "/run/ibi-lab-daemons";
+
+fn write_started(daemons: &[Daemon]) {
+    let text: String = daemons
+        .iter()
+        .map(|d| format!("{} {}\n", d.name, d.pid))
+        .collect();
+    let _ = std::fs::write(STARTED_FILE, text);
+}
+
+fn read_started() -> Vec<(&'static str, i32)> {
+    let text = std::fs::read_to_string(STARTED_FILE).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let (name, pid) = l.split_once(' ')?;
+            let name = ["virtlogd", "libvirtd"].into_iter().find(|n| *n == name)?;
+            let pid: i32 = pid.trim().parse().ok()?;
+            // Still that daemon (a PID can be reused).
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            (comm.trim() == name).then_some((name, pid))
+        })
+        .collect()
+}
+
+/// Domains and pools of an earlier lab run that was killed before its cleanup (named
+/// [`PREFIX`]...; never anything else).
+fn sweep_leftovers() {
+    if let Ok(names) = virsh(&["list", "--all", "--name"]) {
+        for name in names
+            .lines()
+            .map(str::trim)
+            .filter(|n| n.starts_with(PREFIX))
+        {
+            eprintln!("lab: removing domain {name} left by an earlier run");
+            let _ = virsh(&["destroy", name]);
+            let _ = virsh(&["undefine", "--nvram", name]);
+        }
+    }
+    if let Ok(names) = virsh(&["pool-list", "--all", "--name"]) {
+        for pool in names
+            .lines()
+            .map(str::trim)
+            .filter(|n| n.starts_with(PREFIX))
+        {
+            eprintln!("lab: removing storage pool {pool} left by an earlier run");
+            if let Ok(vols) = virsh(&["vol-list", "--pool", pool, "--name"]) {
+                for v in vols.lines().map(str::trim).filter(|v| !v.is_empty()) {
+                    let _ = virsh(&["vol-delete", "--pool", pool, v]);
+                }
+            }
+            let _ = virsh(&["pool-destroy", pool]);
+            let _ = virsh(&["pool-undefine", pool]);
+        }
+    }
+}
+
+/// The PID in `file` if that process runs.
+fn running_pid(file: &str) -> Option<i32> {
+    let pid: i32 = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
+    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+}
+
+fn group_id(name: &str) -> Option<u32> {
+    std::fs::read_to_string("/etc/group")
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split(':');
+            (f.next()? == name).then(|| f.nth(1)?.parse().ok())?
+        })
+}
+
+fn as_gid(gid: u32) -> rustix::fs::Gid {
+    rustix::fs::Gid::from_raw(gid)
+}
+
+/// A copy of the cached guest disk that a test changes before the boot and reads after it.
+pub struct Disk {
+    pub path: PathBuf,
+}
+
+impl Disk {
+    /// A sparse copy of `base` at `path`.
+    pub fn copy_of(base: &Path, path: &Path) -> Disk {
+        run(
+            Command::new("cp")
+                .arg("--sparse=always")
+                .arg(base)
+                .arg(path),
+            Duration::from_secs(300),
+        )
+        .expect("copying the guest disk");
+        Disk {
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// Its root filesystem mounted at `at` (read-only or not) while `f` runs; unmounted and the
+    /// loop device detached afterwards, also if `f` panics.
+    pub fn with_root<T>(&self, at: &Path, read_only: bool, f: impl FnOnce(&Path) -> T) -> T {
+        let mounted = Mounted::new(&self.path, at, read_only);
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mounted.at)));
+        drop(mounted);
+        out.unwrap_or_else(|p| std::panic::resume_unwind(p))
+    }
+}
+
+struct Mounted {
+    device: String,
+    at: PathBuf,
+    mounted: bool,
+}
+
+impl Mounted {
+    fn new(image: &Path, at: &Path, read_only: bool) -> Mounted {
+        std::fs::create_dir_all(at).expect("mount point");
+        let device = run(
+            Command::new("losetup").args(["-f", "--show"]).arg(image),
+            Duration::from_secs(30),
+        )
+        .expect("losetup")
+        .trim()
+        .to_string();
+        let mut m = Mounted {
+            device,
+            at: at.to_path_buf(),
+            mounted: false,
+        };
+        run(
+            Command::new("partx").args(["-a", &m.device]),
+            Duration::from_secs(30),
+        )
+        .expect("partx -a");
+        let part = format!("{}p1", m.device);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !Path::new(&part).exists() {
+            assert!(Instant::now() < deadline, "{part} never appeared");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let opts = if read_only { "ro,noload" } else { "rw" };
+        run(
+            Command::new("mount")
+                .args(["-t", "ext4", "-o", opts, &part])
+                .arg(at),
+            Duration::from_secs(30),
+        )
+        .expect("mount");
+        m.mounted = true;
+        m
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = run(
+                Command::new("umount").arg(&self.at),
+                Duration::from_secs(60),
+            );
+        }
+        let _ = run(
+            Command::new("partx").args(["-d", &self.device]),
+            Duration::from_secs(30),
+        );
+        let _ = run(
+            Command::new("losetup").args(["-d", &self.device]),
+            Duration::from_secs(30),
+        );
+    }
+}

@@ -1,0 +1,360 @@
+//! The lab (tests/common/lab.rs): ibi's delivery on a libvirt VM whose BMC is sushy-tools'
+//! emulator with its libvirt driver, under QEMU (TCG here), as upstream IBI CI runs it.
+//!
+//! Site phase: the VM's disk stands in for a host after the factory phase (RHCOS with the seed
+//! restored): a Debian 12 guest with systemd and udev (tests/lab/guest-disk.sh) carrying ibi's
+//! binary and `ibi-fetch-config.service` installed and enabled as `ibi agent install` places them,
+//! and a stand-in for the seed's `installation-configuration.service` (lifecycle-agent's
+//! post-pivot: it waits for `/opt/openshift/cluster-configuration` as post-pivot does, records what
+//! it found, and powers the VM off). `ibi deploy --phase site` inserts the site's configuration ISO
+//! through the emulator and boots the disk; the cluster's API is a stand-in on this side
+//! (tests/common/kubeapi.rs) turned ready when the guest says the configuration arrived, so deploy's
+//! watch and eject run for real.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::deliver::emulator::USER;
+use common::deliver::fleet::deploy_binary;
+use common::deliver::free_port;
+use common::deliver::host::{ok, test_tls};
+use common::kubeapi::{BuiltSite, StandIn};
+use common::lab::{self, Disk, Lab};
+use serde_json::Value;
+
+const TEST: &str = "lab";
+/// Boot to "configuration arrived" under TCG is about a minute; bounded well above.
+const GUEST_WAIT: Duration = Duration::from_secs(600);
+const SITE: &str = "a17";
+const ARRIVED: &str = "IBI-LAB: configuration arrived";
+
+/// Stand-in for lifecycle-agent's `installation-configuration.service` (the seed's unit running
+/// `lca-cli post-pivot`): waits for the configuration as post-pivot does, then records what ibi's
+/// unit did and powers the VM off.
+const POST_PIVOT_UNIT: &str = "[Unit]
+Description=Stand-in for lifecycle-agent's post-pivot (ibi lab)
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/lab-post-pivot
+[Install]
+WantedBy=multi-user.target
+";
+
+const POST_PIVOT_SCRIPT: &str = r#"#!/bin/sh
+# Waits for the configuration folder as post-pivot does (bounded here), then records.
+i=0
+while [ ! -e /opt/openshift/cluster-configuration/manifest.json ] && [ $i -lt 900 ]; do
+    sleep 1; i=$((i+1))
+done
+mkdir -p /var/lib/lab
+{
+    echo "waited=$i"
+    systemctl show ibi-fetch-config.service -p NRestarts -p Result -p ExecMainStatus \
+        -p ExecMainExitTimestampMonotonic -p ActiveState
+    systemctl show installation-configuration.service -p ExecMainStartTimestampMonotonic
+} > /var/lib/lab/result
+sync
+echo "IBI-LAB: configuration arrived" > /dev/ttyS0
+systemctl --no-block poweroff
+"#;
+
+/// One site's inventory whose BMC is the lab's emulator and whose System is the VM.
+fn site_base(emu: &common::deliver::emulator::Emulator, uuid: &str) -> tempfile::TempDir {
+    let base = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("seed-fixtures/example-fleet");
+    for f in ["install-config.yaml", "image-based-config.yaml"] {
+        std::fs::copy(src.join(f), base.path().join(f)).unwrap();
+    }
+    common::copy_tree(
+        &src.join("extra-manifests"),
+        &base.path().join("extra-manifests"),
+    );
+    let inv: serde_yaml_ng::Value =
+        serde_yaml_ng::from_slice(&std::fs::read(src.join("sites.yaml")).unwrap()).unwrap();
+    let mut site = inv["sites"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == SITE)
+        .unwrap()
+        .clone();
+    let bmc = format!(
+        "address: {}\nuser: {USER}\npasswordFile: {}\ncaFile: {}\nsystem: {uuid}\n",
+        emu.url,
+        emu.password_file.display(),
+        emu.cert.display()
+    );
+    site.as_mapping_mut().unwrap().insert(
+        "bmc".into(),
+        serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&bmc).unwrap(),
+    );
+    let mut doc = serde_yaml_ng::Mapping::new();
+    doc.insert("sites".into(), serde_yaml_ng::Value::Sequence(vec![site]));
+    std::fs::write(
+        base.path().join("sites.yaml"),
+        serde_yaml_ng::to_string(&doc).unwrap(),
+    )
+    .unwrap();
+    base
+}
+
+/// ibi on the disk as `ibi agent install` places it on an installed host (binary in
+/// /usr/local/bin, the unit enabled for multi-user.target and for post-pivot's unit), and the
+/// post-pivot stand-in enabled.
+fn install_host_side(root: &Path) {
+    let put = |rel: &str, bytes: &[u8], mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, bytes).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    put(
+        "usr/local/bin/ibi",
+        &std::fs::read(env!("CARGO_BIN_EXE_ibi")).unwrap(),
+        0o755,
+    );
+    put(
+        "etc/systemd/system/ibi-fetch-config.service",
+        include_bytes!("../units/ibi-fetch-config.service"),
+        0o644,
+    );
+    put(
+        "etc/systemd/system/installation-configuration.service",
+        POST_PIVOT_UNIT.as_bytes(),
+        0o644,
+    );
+    put(
+        "usr/local/sbin/lab-post-pivot",
+        POST_PIVOT_SCRIPT.as_bytes(),
+        0o755,
+    );
+    for (wants, unit) in [
+        ("multi-user.target.wants", "ibi-fetch-config.service"),
+        (
+            "installation-configuration.service.wants",
+            "ibi-fetch-config.service",
+        ),
+        (
+            "multi-user.target.wants",
+            "installation-configuration.service",
+        ),
+    ] {
+        let dir = root.join("etc/systemd/system").join(wants);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(Path::new("/etc/systemd/system").join(unit), dir.join(unit))
+            .unwrap();
+    }
+}
+
+/// Every regular file under `dir`, by relative path, with its bytes.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                todo.push(p);
+            } else if t.is_file() {
+                out.insert(
+                    p.strip_prefix(dir).unwrap().to_path_buf(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The ISO's files, extracted by xorriso (a reader other than ibi's).
+fn iso_tree(iso: &Path, into: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    lab::run(
+        Command::new("xorriso")
+            .args(["-osirrox", "on", "-indev"])
+            .arg(iso)
+            .args(["-extract", "/"])
+            .arg(into),
+        Duration::from_secs(60),
+    )
+    .expect("xorriso -extract");
+    tree(into)
+}
+
+/// Journal entries of the guest (read from its disk) for `unit`, as JSON objects.
+fn journal(root: &Path, unit: &str) -> Vec<Value> {
+    let out = lab::run(
+        Command::new("journalctl")
+            .arg("-D")
+            .arg(root.join("var/log/journal"))
+            .args(["-o", "json", "--no-pager"])
+            .arg(format!("UNIT={unit}")),
+        Duration::from_secs(60),
+    )
+    .unwrap_or_default();
+    out.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// `ibi agent fetch-config` is in the `agent` build only.
+#[cfg(not(feature = "agent"))]
+#[test]
+fn a_site_configuration_arrives_through_a_real_kernel_udev_and_systemd() {
+    common::skip(TEST, "the host's ibi needs the agent feature");
+}
+
+#[cfg(feature = "agent")]
+#[test]
+fn a_site_configuration_arrives_through_a_real_kernel_udev_and_systemd() {
+    let _one = lab::lock();
+    let Some(mut lab) = Lab::start(TEST) else {
+        return;
+    };
+    let started = Instant::now();
+    let base_disk = lab::guest_disk().expect("the guest disk");
+    let disk = Disk::copy_of(&base_disk, &lab.dir.path().join("host.raw"));
+    disk.with_root(&lab.dir.path().join("mnt"), false, install_host_side);
+    let vm = lab.define("site", &disk.path);
+    let emu_url = lab.start_emulator(&vm).url.clone();
+    let emu = lab.emulator.as_ref().unwrap();
+    eprintln!(
+        "lab: up in {:.1?} ({emu_url}, VM {})",
+        started.elapsed(),
+        vm.name
+    );
+
+    let base = site_base(emu, &vm.uuid);
+    let b = base.path();
+    let inventory = b.join("sites.yaml");
+    ok(
+        &common::deliver::ibi_env(
+            &[
+                "create",
+                "config-image",
+                "--dir",
+                b.to_str().unwrap(),
+                "--sites",
+                inventory.to_str().unwrap(),
+            ],
+            &[],
+        ),
+        "ibi create config-image --sites",
+    );
+    let site = BuiltSite::read(&b.join("sites").join(SITE));
+    let api = StandIn::start(&site.cluster_tls(), site.seed_state());
+    site.point_at(&api.url());
+
+    let work = tempfile::tempdir().unwrap();
+    let tls = test_tls(work.path());
+    let port = free_port();
+    let out = |s: &str| std::fs::File::create(work.path().join(s)).unwrap();
+    let mut deploy = Command::new(deploy_binary())
+        .args(["deploy", "--dir"])
+        .arg(b)
+        .arg("--sites")
+        .arg(&inventory)
+        .args(["--phase", "site", "--parallel", "1", "--poll", "2"])
+        .args(["--watch-timeout", "900", "--bmc-timeout", "300"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .arg("--tls-cert")
+        .arg(&tls.1)
+        .arg("--tls-key")
+        .arg(&tls.2)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::from(out("stdout")))
+        .stderr(Stdio::from(out("stderr")))
+        .spawn()
+        .unwrap();
+    let booted = Instant::now();
+    let arrived = lab::wait_serial(&vm, ARRIVED, GUEST_WAIT);
+    let read = |s: &str| std::fs::read_to_string(work.path().join(s)).unwrap_or_default();
+    if !arrived {
+        common::deliver::stop_child(&mut deploy);
+        panic!(
+            "no '{ARRIVED}' within {GUEST_WAIT:?}; VM {}; serial:\n{}\ndeploy:\n{}\nemulator:\n{}",
+            lab.state(&vm),
+            lab::serial(&vm),
+            read("stderr"),
+            emu.log()
+        );
+    }
+    eprintln!(
+        "lab: configuration arrived {:.1?} after deploy started",
+        booted.elapsed()
+    );
+    api.set(|c| *c = site.ready());
+    let status = common::deliver::fleet::wait_exit(&mut deploy);
+    let (stdout, stderr) = (read("stdout"), read("stderr"));
+    eprintln!("deploy stdout:\n{stdout}\ndeploy stderr:\n{stderr}");
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        lab.wait_off(&vm, Duration::from_secs(180)),
+        "the guest did not power off: {}",
+        lab.state(&vm)
+    );
+    eprintln!("lab: site phase done in {:.1?}", started.elapsed());
+
+    // deploy ejected: sushy's eject removes the CD drive from the definition.
+    let definition = lab.definition(&vm);
+    assert!(!definition.contains("device='cdrom'"), "{definition}");
+    // The ISO went through the emulator into the storage pool from deploy's server.
+    assert!(read("stderr").contains("site a17: done"), "{stderr}");
+
+    let iso = b.join("sites").join(SITE).join("imagebasedconfig.iso");
+    let want = iso_tree(&iso, &work.path().join("iso"));
+    assert!(
+        want.contains_key(Path::new("cluster-configuration/manifest.json")),
+        "{:?}",
+        want.keys()
+    );
+    disk.with_root(&lab.dir.path().join("mnt"), true, |root| {
+        let got = tree(&root.join("opt/openshift"));
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "the copied tree's files"
+        );
+        for (path, bytes) in &want {
+            assert!(
+                got[path] == *bytes,
+                "{} differs from the ISO's",
+                path.display()
+            );
+        }
+        let result = std::fs::read_to_string(root.join("var/lib/lab/result")).unwrap();
+        eprintln!("guest's record:\n{result}");
+        let field = |k: &str| {
+            result
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}=")))
+                .unwrap_or_else(|| panic!("{k} not in {result}"))
+                .to_string()
+        };
+        assert_eq!(field("NRestarts"), "0", "ibi-fetch-config ran once");
+        assert_eq!(field("Result"), "success");
+        assert_eq!(field("ExecMainStatus"), "0");
+        let fetched: u64 = field("ExecMainExitTimestampMonotonic").parse().unwrap();
+        let post_pivot: u64 = field("ExecMainStartTimestampMonotonic").parse().unwrap();
+        assert!(
+            fetched > 0 && fetched <= post_pivot,
+            "post-pivot started ({post_pivot} µs) before ibi's copy ended ({fetched} µs)"
+        );
+        // At boot, once: one start job for the unit in this boot's journal.
+        let entries = journal(root, "ibi-fetch-config.service");
+        let starts: Vec<&Value> = entries
+            .iter()
+            .filter(|e| e["JOB_TYPE"] == "start" && e["JOB_RESULT"] == "done")
+            .collect();
+        assert_eq!(starts.len(), 1, "{entries:#?}");
+        let boots: std::collections::HashSet<&Value> =
+            entries.iter().map(|e| &e["_BOOT_ID"]).collect();
+        assert_eq!(boots.len(), 1, "one boot");
+    });
+}
