@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use common::deliver::emulator::{Emulator, USER, free_port, sushy_emulator};
 use common::deliver::fleet::{
-    PHASE_WAIT, deploy_binary, fleet, play_until, report_done_agent, report_done_lca,
-    report_failed_lca, requests, state_is, wait_exit,
+    DeployRun, PHASE_WAIT, fleet, play_until, report_done_agent, report_done_lca,
+    report_failed_lca, requests, spawn_deploy, state_is, wait_exit,
 };
 use common::deliver::host::{ignition_file, iso_ignition, ok, test_tls};
 use common::deliver::{example_install, ibi_env, sha256_file, synthetic_base};
@@ -373,24 +373,27 @@ fn a_site_deploy_watches_each_cluster_and_ejects_once_ready() {
     let tls = test_tls(work.path());
     let port = free_port();
     let spawn = |run: &str| {
-        let out = |s: &str| std::fs::File::create(work.path().join(format!("{run}.{s}"))).unwrap();
-        Command::new(deploy_binary())
-            .args(["deploy", "--dir"])
-            .arg(b)
-            .arg("--sites")
-            .arg(&inventory)
-            .args(["--phase", "site", "--parallel", "2", "--poll", "1"])
-            .args(["--watch-timeout", "20", "--bmc-timeout", "120"])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .arg("--tls-cert")
-            .arg(&tls.1)
-            .arg("--tls-key")
-            .arg(&tls.2)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::from(out("stdout")))
-            .stderr(Stdio::from(out("stderr")))
-            .spawn()
-            .unwrap()
+        spawn_deploy(
+            &DeployRun {
+                base: b,
+                inventory: &inventory,
+                phase: "site",
+                port,
+                tls: &tls,
+                out: work.path(),
+            },
+            run,
+            &[
+                "--parallel",
+                "2",
+                "--poll",
+                "1",
+                "--watch-timeout",
+                "20",
+                "--bmc-timeout",
+                "120",
+            ],
+        )
     };
     let mut deploy = spawn("run1");
     let record = |site: &str| -> Option<Value> {

@@ -17,13 +17,13 @@ mod common;
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::deliver::emulator::{Emulator, sushy_emulator};
-use common::deliver::fleet::{FactoryBase, deploy_binary, factory_base, inventory_entry};
+use common::deliver::fleet::{DeployRun, FactoryBase, factory_base, inventory_entry, spawn_deploy};
 #[cfg(not(feature = "agent"))]
 use common::deliver::host::ok;
 use common::deliver::host::{Host, iso_ignition};
@@ -80,28 +80,28 @@ fn run(bin: &Path, n: usize, parallel: usize) -> Measure {
     let inventory = work.path().join("sites.yaml");
     std::fs::write(&inventory, inv).unwrap();
     let started = Instant::now();
-    let mut deploy: Child = Command::new(deploy_binary())
-        .args(["deploy", "--dir"])
-        .arg(base.path())
-        .arg("--sites")
-        .arg(&inventory)
-        .args(["--phase", "factory", "--poll", "1"])
-        .args(["--parallel", &parallel.to_string()])
-        .args(["--report-timeout", "900", "--bmc-timeout", "300"])
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .arg("--tls-cert")
-        .arg(&tls.1)
-        .arg("--tls-key")
-        .arg(&tls.2)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::from(
-            std::fs::File::create(work.path().join("stdout")).unwrap(),
-        ))
-        .stderr(Stdio::from(
-            std::fs::File::create(work.path().join("stderr")).unwrap(),
-        ))
-        .spawn()
-        .unwrap();
+    let parallel = parallel.to_string();
+    let mut deploy: Child = spawn_deploy(
+        &DeployRun {
+            base: base.path(),
+            inventory: &inventory,
+            phase: "factory",
+            port,
+            tls: &tls,
+            out: work.path(),
+        },
+        "run",
+        &[
+            "--poll",
+            "1",
+            "--parallel",
+            &parallel,
+            "--report-timeout",
+            "900",
+            "--bmc-timeout",
+            "300",
+        ],
+    );
     let pid = deploy.id();
     let done = AtomicBool::new(false);
     let (peak_threads, peak_rss) = (AtomicUsize::new(0), AtomicUsize::new(0));
@@ -136,7 +136,8 @@ fn run(bin: &Path, n: usize, parallel: usize) -> Measure {
         status
     });
     let wall = started.elapsed();
-    let read = |f: &str| std::fs::read_to_string(work.path().join(f)).unwrap_or_default();
+    let read =
+        |f: &str| std::fs::read_to_string(work.path().join(format!("run.{f}"))).unwrap_or_default();
     let (stdout, stderr) = (read("stdout"), read("stderr"));
     assert_eq!(
         status.code(),

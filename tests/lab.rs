@@ -16,11 +16,11 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::deliver::emulator::USER;
-use common::deliver::fleet::deploy_binary;
+use common::deliver::fleet::{DeployRun, spawn_deploy};
 use common::deliver::free_port;
 use common::deliver::host::{ok, test_tls};
 use common::kubeapi::{BuiltSite, StandIn};
@@ -254,27 +254,31 @@ fn a_site_configuration_arrives_through_a_real_kernel_udev_and_systemd() {
     let work = tempfile::tempdir().unwrap();
     let tls = test_tls(work.path());
     let port = free_port();
-    let out = |s: &str| std::fs::File::create(work.path().join(s)).unwrap();
-    let mut deploy = Command::new(deploy_binary())
-        .args(["deploy", "--dir"])
-        .arg(b)
-        .arg("--sites")
-        .arg(&inventory)
-        .args(["--phase", "site", "--parallel", "1", "--poll", "2"])
-        .args(["--watch-timeout", "900", "--bmc-timeout", "300"])
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .arg("--tls-cert")
-        .arg(&tls.1)
-        .arg("--tls-key")
-        .arg(&tls.2)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::from(out("stdout")))
-        .stderr(Stdio::from(out("stderr")))
-        .spawn()
-        .unwrap();
+    let mut deploy = spawn_deploy(
+        &DeployRun {
+            base: b,
+            inventory: &inventory,
+            phase: "site",
+            port,
+            tls: &tls,
+            out: work.path(),
+        },
+        "run",
+        &[
+            "--parallel",
+            "1",
+            "--poll",
+            "2",
+            "--watch-timeout",
+            "900",
+            "--bmc-timeout",
+            "300",
+        ],
+    );
     let booted = Instant::now();
     let arrived = lab::wait_serial(&vm, ARRIVED, GUEST_WAIT);
-    let read = |s: &str| std::fs::read_to_string(work.path().join(s)).unwrap_or_default();
+    let read =
+        |s: &str| std::fs::read_to_string(work.path().join(format!("run.{s}"))).unwrap_or_default();
     if !arrived {
         common::deliver::stop_child(&mut deploy);
         panic!(

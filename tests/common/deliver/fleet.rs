@@ -55,26 +55,21 @@ impl Fleet {
     }
 
     pub fn spawn_with(&self, run: &str, extra: &[&str]) -> Child {
-        let out =
-            |s: &str| std::fs::File::create(self.work.path().join(format!("{run}.{s}"))).unwrap();
-        Command::new(deploy_binary())
-            .args(["deploy", "--dir"])
-            .arg(self.base())
-            .arg("--sites")
-            .arg(self.inventory())
-            .args(["--phase", "factory", "--parallel", "2", "--poll", "1"])
-            .args(&self.args)
-            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
-            .arg("--tls-cert")
-            .arg(&self.tls.1)
-            .arg("--tls-key")
-            .arg(&self.tls.2)
-            .args(extra)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::from(out("stdout")))
-            .stderr(Stdio::from(out("stderr")))
-            .spawn()
-            .expect("starting ibi deploy")
+        let mut args: Vec<&str> = vec!["--parallel", "2", "--poll", "1"];
+        args.extend(self.args.iter().map(String::as_str));
+        args.extend(extra);
+        spawn_deploy(
+            &DeployRun {
+                base: self.base(),
+                inventory: &self.inventory(),
+                phase: "factory",
+                port: self.port,
+                tls: &self.tls,
+                out: self.work.path(),
+            },
+            run,
+            &args,
+        )
     }
 
     pub fn output(&self, run: &str, stream: &str) -> String {
@@ -297,6 +292,41 @@ pub fn state_is(f: &Fleet, site: &str, state: &str, step: &str) -> bool {
 /// The emulator's request log (werkzeug's lines on its stderr).
 pub fn requests(emu: &Emulator) -> String {
     emu.log()
+}
+
+/// Where and how a test runs `ibi deploy`: on 127.0.0.1 with the test's TLS.
+pub struct DeployRun<'a> {
+    pub base: &'a Path,
+    pub inventory: &'a Path,
+    pub phase: &'a str,
+    pub port: u16,
+    /// The test CA, the server's certificate and key.
+    pub tls: &'a (PathBuf, PathBuf, PathBuf),
+    /// Where `<run>.stdout` and `<run>.stderr` go.
+    pub out: &'a Path,
+}
+
+/// `ibi deploy --dir BASE --sites INVENTORY --phase PHASE --listen 127.0.0.1:PORT --tls-cert …
+/// --tls-key … ARGS`, its output into `out/<run>.stdout` and `.stderr`.
+pub fn spawn_deploy(d: &DeployRun, run: &str, args: &[&str]) -> Child {
+    let out = |s: &str| std::fs::File::create(d.out.join(format!("{run}.{s}"))).unwrap();
+    Command::new(deploy_binary())
+        .args(["deploy", "--dir"])
+        .arg(d.base)
+        .arg("--sites")
+        .arg(d.inventory)
+        .args(["--phase", d.phase])
+        .args(["--listen", &format!("127.0.0.1:{}", d.port)])
+        .arg("--tls-cert")
+        .arg(&d.tls.1)
+        .arg("--tls-key")
+        .arg(&d.tls.2)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::from(out("stdout")))
+        .stderr(Stdio::from(out("stderr")))
+        .spawn()
+        .expect("starting ibi deploy")
 }
 
 pub fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
