@@ -132,8 +132,10 @@ fn boot_factory_cd_then_site_disk_then_eject_against_sushy_emulator() {
         "the token leaked: {}",
         text(&out)
     );
+    // The fake driver does not model one-time boot (GET shows `Continuous` whatever was sent), and
+    // ibi, reading the override back, says so (the iDRAC stand-in below keeps `Once`).
     assert!(
-        text(&out).contains("one-time override to the virtual CD"),
+        text(&out).contains(deliver_boot::CD_CONTINUOUS),
         "{}",
         text(&out)
     );
@@ -359,6 +361,11 @@ fn boot_finds_virtual_media_under_the_manager_idrac_layout() {
     );
     assert_eq!(seen.boot["BootSourceOverrideTarget"], "Cd");
     assert_eq!(seen.boot["BootSourceOverrideEnabled"], "Once");
+    assert!(
+        text(&out).contains("boot    one-time override to the virtual CD"),
+        "{}",
+        text(&out)
+    );
     assert_eq!(seen.power, "On");
     assert_eq!(
         seen.patches_without_if_match, 0,

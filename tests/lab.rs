@@ -362,3 +362,78 @@ fn a_site_configuration_arrives_through_a_real_kernel_udev_and_systemd() {
         assert_eq!(boots.len(), 1, "one boot");
     });
 }
+
+/// `ibi boot --boot cd` against the libvirt driver, which keeps every boot override continuous
+/// (`Once` is ignored): ibi reads the override back and says so, since the host then boots the CD
+/// at every power-on until the media is ejected; `ibi boot --eject` takes it out (the driver
+/// removes the CD drive from the domain). The image is random bytes: nothing boots from it, the
+/// VM sits in its firmware until the lab destroys it.
+#[test]
+fn ibi_boot_says_when_the_bmc_keeps_the_cd_override_continuous() {
+    let _one = lab::lock();
+    let Some(mut lab) = Lab::start(TEST) else {
+        return;
+    };
+    let base_disk = lab::guest_disk().expect("the guest disk");
+    let disk = Disk::copy_of(&base_disk, &lab.dir.path().join("boot.raw"));
+    let vm = lab.define("boot", &disk.path);
+    lab.start_emulator(&vm);
+    let emu = lab.emulator.as_ref().unwrap();
+    let images = tempfile::tempdir().unwrap();
+    common::deliver::write_random(&images.path().join("rhcos-ibi.iso"), 1 << 20, 7);
+    let serve = common::deliver::Served::start(images.path(), &[]);
+    let url = serve.url("rhcos-ibi.iso");
+    let boot = |extra: &[&str]| {
+        let mut args = vec![
+            "boot",
+            "--bmc",
+            &emu.url,
+            "--system",
+            &vm.uuid,
+            "--bmc-user",
+            USER,
+            "--bmc-password-file",
+            emu.password_file.to_str().unwrap(),
+            "--bmc-ca",
+            emu.cert.to_str().unwrap(),
+            "--timeout",
+            "300",
+        ];
+        args.extend_from_slice(extra);
+        let iso = [("IBI_ISO_URL", url.as_str())];
+        let envs: &[(&str, &str)] = if extra.contains(&"--eject") {
+            &[]
+        } else {
+            &iso
+        };
+        let out = common::deliver::ibi_env(&args, envs);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{text}\nemulator:\n{}", emu.log());
+        text
+    };
+    let said = boot(&["--boot", "cd"]);
+    eprintln!("ibi boot --boot cd:\n{said}");
+    assert!(
+        said.contains(ibi::deliver::boot::CD_CONTINUOUS),
+        "ibi boot did not say the override stays continuous:\n{said}"
+    );
+    let sys = emu
+        .get(&format!("/redfish/v1/Systems/{}", vm.uuid))
+        .unwrap();
+    assert_eq!(sys["Boot"]["BootSourceOverrideTarget"], "Cd", "{sys}");
+    assert_eq!(
+        sys["Boot"]["BootSourceOverrideEnabled"], "Continuous",
+        "{sys}"
+    );
+    assert_eq!(sys["PowerState"], "On", "{sys}");
+    assert!(lab.definition(&vm).contains("device='cdrom'"));
+
+    let said = boot(&["--eject"]);
+    eprintln!("ibi boot --eject:\n{said}");
+    let definition = lab.definition(&vm);
+    assert!(!definition.contains("device='cdrom'"), "{definition}");
+}

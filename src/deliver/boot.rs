@@ -290,7 +290,7 @@ fn boot(
     report.boot = match image.from {
         BootFrom::Cd => {
             system::set_boot_override(c, &sys, TARGET_CD, ENABLED_ONCE, p)?;
-            "one-time override to the virtual CD (UEFI)".to_string()
+            cd_override_kept(c, &sys.path)?
         }
         BootFrom::Disk => match system::clear_cd_override(c, &sys, p)? {
             Some(done) => format!("from disk (CD override replaced: {done})"),
@@ -306,6 +306,30 @@ fn boot(
     report.power = Power::On.as_str().to_string();
     Ok(())
 }
+
+/// What the BMC made of the one-time CD override, read back: some keep every override
+/// continuous whatever was asked (sushy-tools' libvirt driver, the upstream IBI lab's BMC), so the
+/// host boots the CD again at every power-on until the media is ejected.
+fn cd_override_kept(c: &mut Client, path: &str) -> Result<String> {
+    let sys = system::read_system(c, path)?;
+    let enabled = sys
+        .data
+        .boot
+        .as_ref()
+        .and_then(|b| b.boot_source_override_enabled.clone());
+    Ok(match enabled.as_deref() {
+        Some(system::ENABLED_CONTINUOUS) => {
+            tracing::warn!(
+                "the BMC keeps the CD override continuous (it ignored Once): the host boots the CD at every power-on until the media is ejected"
+            );
+            CD_CONTINUOUS.to_string()
+        }
+        _ => "one-time override to the virtual CD (UEFI)".to_string(),
+    })
+}
+
+/// The report's words for a CD override the BMC kept continuous.
+pub const CD_CONTINUOUS: &str = "override to the virtual CD, kept continuous by the BMC (it ignored Once): the host boots the CD at every power-on until the media is ejected (ibi boot --eject; ibi deploy ejects once the host is done, before it boots again)";
 
 /// One bounded look at the power after a failed boot step.
 fn power_left(c: &mut Client, sys: &System, stage: Stage) -> PowerLeft {

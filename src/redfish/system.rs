@@ -21,6 +21,7 @@ pub const TARGET_HDD: &str = "Hdd";
 const TARGET_USB_CD: &str = "UsbCd";
 const TARGET_NONE: &str = "None";
 pub const ENABLED_ONCE: &str = "Once";
+pub const ENABLED_CONTINUOUS: &str = "Continuous";
 const ENABLED_DISABLED: &str = "Disabled";
 const MODE_UEFI: &str = "UEFI";
 /// iLO's refusal while the host is in POST (Ironic retries it with backoff).
