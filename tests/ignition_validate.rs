@@ -117,15 +117,6 @@ fn configs() -> Vec<(&'static str, Config)> {
     .collect()
 }
 
-/// `false` (after printing SKIP) when `tool` is missing and `CI` is unset; panics in CI.
-fn have(tool: &str, args: &[&str]) -> bool {
-    if Command::new(tool).args(args).output().is_ok() {
-        return true;
-    }
-    common::skip("ignition_validate", &format!("{tool} not found"));
-    false
-}
-
 fn run_clean(cmd: &mut Command, what: &str) {
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -157,7 +148,10 @@ fn validator_knows(dir: &Path, version: &str) -> bool {
 /// use no field of the newer spec (3.4.0 added only LUKS and S3 features); the SKIP line says so.
 #[test]
 fn ignition_validate_accepts_the_generated_configs() {
-    if !have("ignition-validate", &["--version"]) {
+    if !common::tool(
+        "ignition-validate",
+        "ignition_validate_accepts_the_generated_configs",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -305,7 +299,10 @@ fn the_status_report_cases_carry_the_report_settings_and_the_lca_units() {
 
 #[test]
 fn systemd_analyze_verify_accepts_the_generated_units() {
-    if !have("systemd-analyze", &["--version"]) {
+    if !common::tool(
+        "systemd-analyze",
+        "systemd_analyze_verify_accepts_the_generated_units",
+    ) {
         return;
     }
     for (name, config) in configs() {

@@ -24,32 +24,13 @@ use tempfile::TempDir;
 const CONFIG: &[u8] = "{\"ignition\":{\"version\":\"3.2.0\"},\"passwd\":{\"users\":[{\"name\":\"core\",\"sshAuthorizedKeys\":[\"ssh-ed25519 AAAAC3Nz\\u00e9 ibi-t\u{e9}st\"]}]}}".as_bytes();
 const NEW_KARGS: &str = "console=ttyS0,115200n8 ip=dhcp ibi.test=1";
 
-/// The coreos-installer binary (`COREOS_INSTALLER`, else on PATH), or `None` after printing SKIP.
+/// The coreos-installer binary: `COREOS_INSTALLER` (as the benchmarks take it), else the one on PATH;
+/// `None` after [`common::tool`] said SKIP (under CI it fails instead).
 fn coreos_installer(test: &str) -> Option<PathBuf> {
-    find_tool(
-        test,
-        "COREOS_INSTALLER",
-        "coreos-installer",
-        "cargo install --locked coreos-installer",
-    )
-}
-
-/// A tool named by env `var` or found as `name` on PATH. Under CI a missing tool is a failure,
-/// elsewhere the test says SKIP and returns: never a silent pass.
-fn find_tool(test: &str, var: &str, name: &str, install: &str) -> Option<PathBuf> {
-    let bin = std::env::var_os(var).unwrap_or_else(|| name.into());
-    let found = Command::new(&bin)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if found {
-        return Some(PathBuf::from(bin));
+    if let Some(bin) = std::env::var_os("COREOS_INSTALLER") {
+        return Some(bin.into());
     }
-    common::skip(
-        test,
-        &format!("{name} not found (install it with `{install}`, or set {var})"),
-    );
-    None
+    common::tool("coreos-installer", test).then(|| PathBuf::from("coreos-installer"))
 }
 
 fn run(bin: &Path, args: &[&str]) -> Output {
@@ -322,14 +303,10 @@ fn non_coreos_images_are_refused_by_both() {
 /// this is what we write, and that the zero fill is valid stream padding.
 #[test]
 fn xz_cli_sees_a_crc32_stream_with_valid_padding() {
-    let Some(xz) = find_tool(
-        "xz_cli_sees_a_crc32_stream_with_valid_padding",
-        "XZ",
-        "xz",
-        "apt-get install xz-utils",
-    ) else {
+    if !common::tool("xz", "xz_cli_sees_a_crc32_stream_with_valid_padding") {
         return;
-    };
+    }
+    let xz = PathBuf::from("xz");
     let dir = tempfile::tempdir().unwrap();
     let area = encode_ignition(CONFIG, 262_144).unwrap();
     let end = area.iter().rposition(|&b| b != 0).unwrap() + 1;

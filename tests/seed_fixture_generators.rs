@@ -26,13 +26,6 @@ fn script(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn missing_tool(tools: &[(&str, &str)]) -> Option<String> {
-    tools.iter().find_map(|(tool, package)| {
-        let found = Command::new(tool).arg("--version").output().is_ok();
-        (!found).then(|| format!("{tool} is not installed (apt: {package})"))
-    })
-}
-
 fn run(program: &Path, args: &[&str]) -> String {
     let out = Command::new(program)
         .args(args)
@@ -58,14 +51,7 @@ fn s(p: &Path) -> &str {
 #[test]
 fn real_seed_generator() {
     const TEST: &str = "real_seed_generator";
-    let tools = [
-        ("ostree", "ostree"),
-        ("skopeo", "skopeo"),
-        ("tar", "tar"),
-        ("gzip", "gzip"),
-    ];
-    if let Some(reason) = missing_tool(&tools) {
-        common::skip(TEST, &reason);
+    if !common::require_tools(TEST, &["ostree", "skopeo", "tar", "gzip"]) {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -199,14 +185,7 @@ fn metal_image_generator_needs_root() {
         common::skip(TEST, "no loop devices (/dev/loop-control, losetup -f)");
         return;
     }
-    let tools = [
-        ("ostree", "ostree"),
-        ("sfdisk", "fdisk"),
-        ("mkfs.xfs", "xfsprogs"),
-        ("mkfs.ext4", "e2fsprogs"),
-    ];
-    if let Some(reason) = missing_tool(&tools) {
-        common::skip(TEST, &reason);
+    if !common::require_tools(TEST, &["ostree", "sfdisk", "mkfs.xfs", "mkfs.ext4"]) {
         return;
     }
     // The image's UUIDs are fixed: no other test may mount one of its filesystems meanwhile.
