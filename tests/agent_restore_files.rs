@@ -3,6 +3,7 @@
 //! (`ibi::agent::restore_files`), against archives built here with the `tar` crate or GNU tar.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
+mod common;
 use std::fs;
 use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -204,8 +205,7 @@ fn files_dirs_links_modes_xattrs_and_mtimes_are_restored() {
 
 #[test]
 fn owners_are_restored_numerically_as_root() {
-    if !rustix::process::geteuid().is_root() {
-        println!("skipping: restoring owners needs root");
+    if !common::require_root("owners_are_restored_numerically_as_root") {
         return;
     }
     let mut header = Tgz::header(EntryType::Regular, "owned", 0o640, MTIME);
@@ -223,8 +223,7 @@ fn owners_are_restored_numerically_as_root() {
 
 #[test]
 fn device_nodes_and_fifos_are_made_as_root() {
-    if !rustix::process::geteuid().is_root() {
-        println!("skipping: device nodes need root");
+    if !common::require_root("device_nodes_and_fifos_are_made_as_root") {
         return;
     }
     let mut null = Tgz::header(EntryType::Char, "dev/null", 0o666, MTIME);
