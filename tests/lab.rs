@@ -437,3 +437,98 @@ fn ibi_boot_says_when_the_bmc_keeps_the_cd_override_continuous() {
     let definition = lab.definition(&vm);
     assert!(!definition.contains("device='cdrom'"), "{definition}");
 }
+
+/// The lab's live ISO (tests/lab/live-iso.sh: Debian's kernel, a dracut initramfs with Debian's own
+/// Ignition stage, a squashfs live root) stands in for the RHCOS live ISO: it has the CoreOS live
+/// layout, so `ibi create image --base-iso` takes it as a base; with a config embedded by
+/// coreos-installer, it boots from the emulator's virtual CD (`ibi boot --boot cd`, UEFI) and
+/// Ignition applies the config (a file the live system then reports on the serial console).
+#[test]
+fn a_live_iso_of_the_coreos_layout_boots_and_ignition_applies_its_embedded_config() {
+    let _one = lab::lock();
+    let Some(mut lab) = Lab::start(TEST) else {
+        return;
+    };
+    let live = lab::live_iso().expect("the live ISO");
+
+    // ibi takes it as a base ISO.
+    let base = tempfile::tempdir().unwrap();
+    common::deliver::example_install(base.path());
+    ok(
+        &common::deliver::ibi_env(
+            &[
+                "create",
+                "image",
+                "--dir",
+                base.path().to_str().unwrap(),
+                "--base-iso",
+                live.to_str().unwrap(),
+            ],
+            &[],
+        ),
+        "ibi create image --base-iso <the lab's live ISO>",
+    );
+
+    // A config embedded by coreos-installer, the ISO served by ibi, booted through the emulator.
+    let images = tempfile::tempdir().unwrap();
+    let iso = images.path().join("rhcos-ibi.iso");
+    std::fs::copy(&live, &iso).unwrap();
+    let config = images.path().join("config.ign");
+    std::fs::write(
+        &config,
+        r#"{"ignition":{"version":"3.2.0"},"storage":{"files":[{"path":"/etc/ibi-lab-ignition","mode":420,"contents":{"source":"data:,applied-by-ignition"}}]}}"#,
+    )
+    .unwrap();
+    lab::run(
+        Command::new("coreos-installer")
+            .args(["iso", "ignition", "embed", "-i"])
+            .arg(&config)
+            .arg(&iso),
+        Duration::from_secs(60),
+    )
+    .expect("coreos-installer iso ignition embed");
+    std::fs::remove_file(&config).unwrap();
+    let disk = lab.dir.path().join("blank.raw");
+    std::fs::File::create(&disk)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    let vm = lab.define("live", &disk);
+    lab.start_emulator(&vm);
+    let emu = lab.emulator.as_ref().unwrap();
+    let serve = common::deliver::Served::start(images.path(), &[]);
+    let url = serve.url("rhcos-ibi.iso");
+    let out = common::deliver::ibi_env(
+        &[
+            "boot",
+            "--bmc",
+            &emu.url,
+            "--system",
+            &vm.uuid,
+            "--bmc-user",
+            USER,
+            "--bmc-password-file",
+            emu.password_file.to_str().unwrap(),
+            "--bmc-ca",
+            emu.cert.to_str().unwrap(),
+            "--timeout",
+            "300",
+            "--boot",
+            "cd",
+        ],
+        &[("IBI_ISO_URL", url.as_str())],
+    );
+    ok(&out, "ibi boot --boot cd");
+    let booted = Instant::now();
+    let want = "IBI-LAB: live up; ignition: applied-by-ignition";
+    assert!(
+        lab::wait_serial(&vm, want, GUEST_WAIT),
+        "no '{want}' within {GUEST_WAIT:?}; VM {}; serial:\n{}",
+        lab.state(&vm),
+        lab::serial(&vm)
+    );
+    eprintln!(
+        "lab: live ISO up, Ignition applied, {:.1?} after the boot",
+        booted.elapsed()
+    );
+}

@@ -24,8 +24,6 @@ use std::time::{Duration, Instant};
 
 use super::deliver::emulator::Emulator;
 
-/// The recipe of the guest disk; its hash names the cached image.
-const GUEST_RECIPE: &str = include_str!("../lab/guest-disk.sh");
 const VIRSH_TIMEOUT: Duration = Duration::from_secs(120);
 const DAEMON_TIMEOUT: Duration = Duration::from_secs(60);
 const BUILD_TIMEOUT: Duration = Duration::from_secs(1200);
@@ -127,39 +125,79 @@ fn sushy_bin() -> PathBuf {
 }
 
 /// The cached guest disk, built by `tests/lab/guest-disk.sh` if this version of the recipe has
-/// none yet (a few minutes, once per machine).
+/// none yet (about a minute and a half, once per machine).
 pub fn guest_disk() -> Result<PathBuf, String> {
-    let hash = ibi_hash(GUEST_RECIPE.as_bytes());
+    cached("guest", "raw", "guest-disk.sh", &[])
+}
+
+/// The cached live ISO in the CoreOS layout (`tests/lab/live-iso.sh` with `tests/lab/live/`),
+/// built if this version of the recipe has none yet (about four minutes, once per machine).
+pub fn live_iso() -> Result<PathBuf, String> {
+    cached("live", "iso", "live-iso.sh", &["live"])
+}
+
+/// `~/.cache/ibi/lab/<name>-<hash>.<ext>`, made by `tests/lab/<script> OUT` when missing; the hash
+/// covers the script and every file of the folders `inputs` (under `tests/lab/`), so a change to
+/// the recipe builds anew. One builder per machine at a time (a lock file); older versions go.
+fn cached(name: &str, ext: &str, script: &str, inputs: &[&str]) -> Result<PathBuf, String> {
+    let lab = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lab");
+    let mut files = vec![lab.join(script)];
+    for dir in inputs {
+        let mut more: Vec<PathBuf> = std::fs::read_dir(lab.join(dir))
+            .map_err(|e| format!("{}: {e}", lab.join(dir).display()))?
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        more.sort();
+        files.extend(more);
+    }
+    let mut recipe = Vec::new();
+    for f in &files {
+        recipe.extend_from_slice(
+            f.strip_prefix(&lab)
+                .unwrap_or(f)
+                .to_string_lossy()
+                .as_bytes(),
+        );
+        recipe.push(0);
+        recipe.extend(std::fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?);
+    }
+    let hash = ibi_hash(&recipe);
     let dir = cache_dir().join("lab");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let image = dir.join(format!("guest-{}.raw", &hash[..16]));
-    // One builder per machine: other test processes wait on the same lock file.
-    let lock_file = std::fs::File::create(dir.join("build.lock")).map_err(|e| e.to_string())?;
+    let product = dir.join(format!("{name}-{}.{ext}", &hash[..16]));
+    let lock_file =
+        std::fs::File::create(dir.join(format!("{name}.lock"))).map_err(|e| e.to_string())?;
     rustix::fs::flock(&lock_file, rustix::fs::FlockOperation::LockExclusive)
         .map_err(|e| e.to_string())?;
-    if image.is_file() {
-        return Ok(image);
+    if product.is_file() {
+        return Ok(product);
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lab/guest-disk.sh");
-    eprintln!(
-        "lab: building the guest disk {} (once per machine)",
-        image.display()
-    );
+    eprintln!("lab: building {} (once per machine)", product.display());
     let started = Instant::now();
-    run(Command::new("bash").arg(&script).arg(&image), BUILD_TIMEOUT)?;
-    eprintln!("lab: guest disk built in {:.0?}", started.elapsed());
-    // Older versions of the recipe's images go.
+    run(
+        Command::new("bash").arg(lab.join(script)).arg(&product),
+        BUILD_TIMEOUT,
+    )?;
+    eprintln!(
+        "lab: {} built in {:.0?}",
+        product.display(),
+        started.elapsed()
+    );
     for e in std::fs::read_dir(&dir)
         .map_err(|e| e.to_string())?
         .flatten()
     {
         let p = e.path();
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with("guest-") && name.ends_with(".raw") && p != image {
+        let file = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if file.starts_with(&format!("{name}-"))
+            && file.ends_with(&format!(".{ext}"))
+            && p != product
+        {
             let _ = std::fs::remove_file(&p);
         }
     }
-    Ok(image)
+    Ok(product)
 }
 
 fn ibi_hash(bytes: &[u8]) -> String {
@@ -309,7 +347,7 @@ impl Lab {
         let xml = format!(
             "<domain type='{kind}'>
   <name>{name}</name>
-  <memory unit='MiB'>1024</memory>
+  <memory unit='MiB'>2048</memory>
   <vcpu>1</vcpu>
   <os><type arch='x86_64' machine='q35'>hvm</type></os>
   {cpu}
