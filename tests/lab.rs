@@ -204,6 +204,41 @@ fn journal(root: &Path, unit: &str) -> Vec<Value> {
 }
 
 /// `ibi agent fetch-config` is in the `agent` build only.
+/// `ibi boot` of the lab's VM through its emulator (`IBI_ISO_URL` = `iso` when given); what it
+/// printed, after checking it succeeded.
+fn ibi_boot(
+    emu: &common::deliver::emulator::Emulator,
+    vm: &lab::Domain,
+    extra: &[&str],
+    iso: Option<&str>,
+) -> String {
+    let mut args = vec![
+        "boot",
+        "--bmc",
+        &emu.url,
+        "--system",
+        &vm.uuid,
+        "--bmc-user",
+        USER,
+        "--bmc-password-file",
+        emu.password_file.to_str().unwrap(),
+        "--bmc-ca",
+        emu.cert.to_str().unwrap(),
+        "--timeout",
+        "300",
+    ];
+    args.extend_from_slice(extra);
+    let envs: Vec<(&str, &str)> = iso.map(|u| ("IBI_ISO_URL", u)).into_iter().collect();
+    let out = common::deliver::ibi_env(&args, &envs);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}\nemulator:\n{}", emu.log());
+    text
+}
+
 #[cfg(not(feature = "agent"))]
 #[test]
 fn a_site_configuration_arrives_through_a_real_kernel_udev_and_systemd() {
@@ -384,36 +419,12 @@ fn ibi_boot_says_when_the_bmc_keeps_the_cd_override_continuous() {
     let serve = common::deliver::Served::start(images.path(), &[]);
     let url = serve.url("rhcos-ibi.iso");
     let boot = |extra: &[&str]| {
-        let mut args = vec![
-            "boot",
-            "--bmc",
-            &emu.url,
-            "--system",
-            &vm.uuid,
-            "--bmc-user",
-            USER,
-            "--bmc-password-file",
-            emu.password_file.to_str().unwrap(),
-            "--bmc-ca",
-            emu.cert.to_str().unwrap(),
-            "--timeout",
-            "300",
-        ];
-        args.extend_from_slice(extra);
-        let iso = [("IBI_ISO_URL", url.as_str())];
-        let envs: &[(&str, &str)] = if extra.contains(&"--eject") {
-            &[]
+        let iso = if extra.contains(&"--eject") {
+            None
         } else {
-            &iso
+            Some(url.as_str())
         };
-        let out = common::deliver::ibi_env(&args, envs);
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "{text}\nemulator:\n{}", emu.log());
-        text
+        ibi_boot(emu, &vm, extra, iso)
     };
     let said = boot(&["--boot", "cd"]);
     eprintln!("ibi boot --boot cd:\n{said}");
@@ -498,27 +509,7 @@ fn a_live_iso_of_the_coreos_layout_boots_and_ignition_applies_its_embedded_confi
     let emu = lab.emulator.as_ref().unwrap();
     let serve = common::deliver::Served::start(images.path(), &[]);
     let url = serve.url("rhcos-ibi.iso");
-    let out = common::deliver::ibi_env(
-        &[
-            "boot",
-            "--bmc",
-            &emu.url,
-            "--system",
-            &vm.uuid,
-            "--bmc-user",
-            USER,
-            "--bmc-password-file",
-            emu.password_file.to_str().unwrap(),
-            "--bmc-ca",
-            emu.cert.to_str().unwrap(),
-            "--timeout",
-            "300",
-            "--boot",
-            "cd",
-        ],
-        &[("IBI_ISO_URL", url.as_str())],
-    );
-    ok(&out, "ibi boot --boot cd");
+    ibi_boot(emu, &vm, &["--boot", "cd"], Some(&url));
     let booted = Instant::now();
     let want = "IBI-LAB: live up; ignition: applied-by-ignition";
     assert!(
