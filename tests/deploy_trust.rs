@@ -186,6 +186,15 @@ fn a_report_speaks_only_for_the_host_whose_own_token_it_carries() {
         !err.contains('\x1b') && !err.contains('\x07'),
         "raw escapes: {err:?}"
     );
+    // x's report carried y's UUID: heard as x's (its token), and the mismatch is told, once.
+    let told = format!(
+        "site x: the host reports System UUID {y}, its BMC shows {x}: check that the inventory"
+    );
+    assert_eq!(err.matches(&told).count(), 1, "{err}");
+    assert!(
+        !err.contains("site y: the host reports System UUID"),
+        "{err}"
+    );
     assert!(
         err.contains("error: site z: the host reported a failure: install-rhcos-and-restore-seed.service failed (result exit-code\\x1b]0;owned\\x07\\x1b[2J,"),
         "{err}"

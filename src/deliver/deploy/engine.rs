@@ -35,6 +35,7 @@ use crate::deliver::watch::Watcher;
 use crate::redfish::Client;
 use crate::redfish::system::{self, Patience};
 use crate::util::secret::Secret;
+use crate::util::text::escape_control;
 
 /// Threads that look at clusters (site phase): a look is a few bounded GETs.
 pub const LOOK_THREADS: usize = 4;
@@ -69,6 +70,8 @@ struct News {
     last: Option<u64>,
     /// The last end report: its arrival, how it ended and why.
     end: Option<(u64, RunState, Option<String>, String)>,
+    /// A UUID mismatch between the host and its BMC was told (once a site).
+    uuid_told: bool,
 }
 
 struct Site<'t> {
@@ -350,6 +353,7 @@ impl<'a, 't> Engine<'a, 't> {
             } = r;
             // Only a site's own token speaks for it.
             let Some(site) = site else { continue };
+            self.compare_uuids(&site, report.host.product_uuid.as_deref());
             let n = self.news.entry(site).or_default();
             n.last = n.last.max(Some(received));
             if report.finished && n.end.as_ref().is_none_or(|e| e.0 <= received) {
@@ -360,6 +364,32 @@ impl<'a, 't> Engine<'a, 't> {
                     report.status.step,
                 ));
             }
+        }
+    }
+
+    /// Warns, once a site, when the host's DMI UUID is not the one its BMC showed: the host's own
+    /// token decides which site it speaks for, but a mismatch may mean the inventory names another
+    /// host's BMC (or firmware that swaps the UUID's byte order).
+    fn compare_uuids(&mut self, site: &str, host: Option<&str>) {
+        let Some(host) = host else { return };
+        let told = self.news.get(site).is_some_and(|n| n.uuid_told);
+        let bmc = self
+            .sites
+            .iter()
+            .find(|s| s.t.name == site)
+            .and_then(|s| s.rec.as_ref())
+            .and_then(|r| r.bmc_uuid().map(str::to_string));
+        let Some(bmc) = bmc else { return };
+        if told {
+            return;
+        }
+        if let Some(why) = uuid_mismatch(&bmc, host) {
+            tracing::warn!(
+                "site {}: the host reports System UUID {}, its BMC shows {bmc}: {why}",
+                escape_control(site),
+                escape_control(host)
+            );
+            self.news.entry(site.to_string()).or_default().uuid_told = true;
         }
     }
 
@@ -754,5 +784,71 @@ pub fn outcome(o: &DeployOptions, t: &Target, ending: Option<Ending>) -> SiteOut
         }),
         took,
         bytes_served: phase.map_or(0, |p| p.bytes_served),
+    }
+}
+
+/// Why a host's DMI UUID and its BMC's `UUID` differ, or `None` when they are the same (case
+/// aside). SMBIOS before 2.6 stored the first three fields little-endian, and some firmware still
+/// shows them swapped on one side.
+fn uuid_mismatch(bmc: &str, host: &str) -> Option<&'static str> {
+    let (bmc, host) = (bmc.to_ascii_lowercase(), host.to_ascii_lowercase());
+    if bmc == host {
+        return None;
+    }
+    let swapped = |u: &str| -> Option<String> {
+        let f: Vec<&str> = u.split('-').collect();
+        if f.len() != 5 || f[..3].iter().any(|x| x.len() % 2 != 0) {
+            return None;
+        }
+        let rev = |x: &str| -> String {
+            (0..x.len() / 2)
+                .rev()
+                .map(|i| &x[2 * i..2 * i + 2])
+                .collect()
+        };
+        Some(format!(
+            "{}-{}-{}-{}-{}",
+            rev(f[0]),
+            rev(f[1]),
+            rev(f[2]),
+            f[3],
+            f[4]
+        ))
+    };
+    if swapped(&bmc).is_some_and(|s| s == host) {
+        Some(
+            "the same UUID with its first three fields byte-swapped (firmware that stores them little-endian); the host's own report token identified it",
+        )
+    } else {
+        Some(
+            "check that the inventory names this host's BMC (the host's own report token identified the site)",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::uuid_mismatch;
+
+    #[test]
+    fn a_byte_swapped_uuid_is_named_as_such_and_another_is_a_mismatch() {
+        let bmc = "27946b59-9e44-4fa7-8e91-f3527a1ef094";
+        assert_eq!(uuid_mismatch(bmc, &bmc.to_uppercase()), None);
+        let swapped = "596b9427-449e-a74f-8e91-f3527a1ef094";
+        assert!(
+            uuid_mismatch(bmc, swapped)
+                .unwrap()
+                .contains("byte-swapped")
+        );
+        assert!(
+            uuid_mismatch(bmc, "d4d4d4d4-0000-4000-8000-00000000000d")
+                .unwrap()
+                .contains("inventory")
+        );
+        assert!(
+            uuid_mismatch(bmc, "not-a-uuid")
+                .unwrap()
+                .contains("inventory")
+        );
     }
 }

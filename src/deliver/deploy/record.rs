@@ -136,6 +136,11 @@ impl Record {
         self.change(|r| r.step = step.to_string())
     }
 
+    /// The System `UUID` the BMC showed, as saved when the boot found it.
+    pub fn bmc_uuid(&self) -> Option<&str> {
+        self.state.bmc.as_ref().and_then(|b| b.uuid.as_deref())
+    }
+
     pub fn system(&mut self, path: &str, uuid: Option<String>) -> Result<()> {
         let bmc = self.state.bmc.get_or_insert_with(BmcSystem::default);
         bmc.system = Some(path.to_string());
