@@ -511,7 +511,12 @@ fn kubectl_refuses_what_ibi_refuses() {
         let out = kubectl.run(&["get", "--raw", "/readyz"]);
         assert!(!out.status.success(), "{what}: kubectl got through");
         let ibi = site.watch(&["--timeout", "0"]);
-        assert_eq!(ibi.status.code(), Some(1), "{what}: ibi");
+        assert_eq!(
+            ibi.status.code(),
+            Some(1),
+            "{what}: ibi: {}",
+            String::from_utf8_lossy(&ibi.stderr)
+        );
     }
     site.point_at_silence();
     let out = kubectl.run(&["get", "--raw", "/readyz"]);
