@@ -384,10 +384,12 @@ impl<'a, 't> Engine<'a, 't> {
             return;
         }
         if let Some(why) = uuid_mismatch(&bmc, host) {
+            let clip = |u: &str| escape_control(&u.chars().take(UUID_SHOWN).collect::<String>());
             tracing::warn!(
-                "site {}: the host reports System UUID {}, its BMC shows {bmc}: {why}",
+                "site {}: the host reports System UUID {}, its BMC shows {}: {why}",
                 escape_control(site),
-                escape_control(host)
+                clip(host),
+                clip(&bmc)
             );
             self.news.entry(site.to_string()).or_default().uuid_told = true;
         }
@@ -787,6 +789,9 @@ pub fn outcome(o: &DeployOptions, t: &Target, ending: Option<Ending>) -> SiteOut
     }
 }
 
+/// How much of a UUID a warning shows (a UUID has 36 characters; the text is the sender's).
+const UUID_SHOWN: usize = 64;
+
 /// Why a host's DMI UUID and its BMC's `UUID` differ, or `None` when they are the same (case
 /// aside). SMBIOS before 2.6 stored the first three fields little-endian, and some firmware still
 /// shows them swapped on one side.
@@ -796,6 +801,10 @@ fn uuid_mismatch(bmc: &str, host: &str) -> Option<&'static str> {
         return None;
     }
     let swapped = |u: &str| -> Option<String> {
+        // Sent by a host or a BMC: only hex digits and dashes are sliced by byte.
+        if !u.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
+            return None;
+        }
         let f: Vec<&str> = u.split('-').collect();
         if f.len() != 5 || f[..3].iter().any(|x| x.len() % 2 != 0) {
             return None;
