@@ -15,14 +15,13 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::deliver::emulator::{Emulator, USER, free_port, sushy_emulator};
 use common::deliver::fleet::{
-    DeployRun, PHASE_WAIT, fleet, play_until, report_done_agent, report_done_lca,
-    report_failed_lca, requests, spawn_deploy, state_is, wait_exit,
+    DeployRun, PHASE_WAIT, example_fleet_base, fleet, play_until, report_done_agent,
+    report_done_lca, report_failed_lca, requests, spawn_deploy, state_is, wait_exit,
 };
 use common::deliver::host::{ignition_file, iso_ignition, ok, test_tls};
 use common::deliver::{example_install, ibi_env, sha256_file, synthetic_base};
@@ -281,48 +280,6 @@ fn a_factory_deploy_of_four_sites_survives_a_kill_and_resumes() {
     assert!(st.lines().count() > 4, "{st}");
 }
 
-/// A copy of the example fleet's shared inputs, and an inventory of its first two sites, each with
-/// the BMC of one emulator.
-fn site_fleet(emulators: &[Emulator]) -> (tempfile::TempDir, Vec<String>) {
-    let base = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("seed-fixtures/example-fleet");
-    for f in ["install-config.yaml", "image-based-config.yaml"] {
-        std::fs::copy(src.join(f), base.path().join(f)).unwrap();
-    }
-    common::copy_tree(
-        &src.join("extra-manifests"),
-        &base.path().join("extra-manifests"),
-    );
-    let inv: serde_yaml_ng::Value =
-        serde_yaml_ng::from_slice(&std::fs::read(src.join("sites.yaml")).unwrap()).unwrap();
-    let mut sites: Vec<serde_yaml_ng::Value> =
-        inv["sites"].as_sequence().unwrap()[..emulators.len()].to_vec();
-    for (site, emu) in sites.iter_mut().zip(emulators) {
-        let bmc = format!(
-            "address: {}\nuser: {USER}\npasswordFile: {}\ncaFile: {}\n",
-            emu.url,
-            emu.password_file.display(),
-            emu.cert.display()
-        );
-        site.as_mapping_mut().unwrap().insert(
-            "bmc".into(),
-            serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&bmc).unwrap(),
-        );
-    }
-    let names = sites
-        .iter()
-        .map(|s| s["name"].as_str().unwrap().to_string())
-        .collect();
-    let mut doc = serde_yaml_ng::Mapping::new();
-    doc.insert("sites".into(), serde_yaml_ng::Value::Sequence(sites));
-    std::fs::write(
-        base.path().join("sites.yaml"),
-        serde_yaml_ng::to_string(&doc).unwrap(),
-    )
-    .unwrap();
-    (base, names)
-}
-
 /// `ibi deploy --phase site` for two sites of the example fleet, against two emulators and two
 /// stand-ins for the sites' kube-apiservers (tests/common/kubeapi.rs: served under each site's
 /// load-balancer signer, client certificates checked against its admin CA), each site's kubeconfig
@@ -339,7 +296,8 @@ fn a_site_deploy_watches_each_cluster_and_ejects_once_ready() {
         .iter()
         .map(|u| Emulator::start_with_uuid(&bin, u))
         .collect();
-    let (base, names) = site_fleet(&emulators);
+    let (base, names) =
+        example_fleet_base(&emulators.iter().map(|e| (e, None)).collect::<Vec<_>>());
     let b = base.path();
     let inventory = b.join("sites.yaml");
     ok(

@@ -20,7 +20,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::deliver::emulator::USER;
-use common::deliver::fleet::{DeployRun, spawn_deploy};
+use common::deliver::fleet::{DeployRun, example_fleet_base, spawn_deploy};
 use common::deliver::free_port;
 use common::deliver::host::{ok, test_tls};
 use common::kubeapi::{BuiltSite, StandIn};
@@ -62,46 +62,6 @@ sync
 echo "IBI-LAB: configuration arrived" > /dev/ttyS0
 systemctl --no-block poweroff
 "#;
-
-/// One site's inventory whose BMC is the lab's emulator and whose System is the VM.
-fn site_base(emu: &common::deliver::emulator::Emulator, uuid: &str) -> tempfile::TempDir {
-    let base = tempfile::tempdir().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("seed-fixtures/example-fleet");
-    for f in ["install-config.yaml", "image-based-config.yaml"] {
-        std::fs::copy(src.join(f), base.path().join(f)).unwrap();
-    }
-    common::copy_tree(
-        &src.join("extra-manifests"),
-        &base.path().join("extra-manifests"),
-    );
-    let inv: serde_yaml_ng::Value =
-        serde_yaml_ng::from_slice(&std::fs::read(src.join("sites.yaml")).unwrap()).unwrap();
-    let mut site = inv["sites"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == SITE)
-        .unwrap()
-        .clone();
-    let bmc = format!(
-        "address: {}\nuser: {USER}\npasswordFile: {}\ncaFile: {}\nsystem: {uuid}\n",
-        emu.url,
-        emu.password_file.display(),
-        emu.cert.display()
-    );
-    site.as_mapping_mut().unwrap().insert(
-        "bmc".into(),
-        serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&bmc).unwrap(),
-    );
-    let mut doc = serde_yaml_ng::Mapping::new();
-    doc.insert("sites".into(), serde_yaml_ng::Value::Sequence(vec![site]));
-    std::fs::write(
-        base.path().join("sites.yaml"),
-        serde_yaml_ng::to_string(&doc).unwrap(),
-    )
-    .unwrap();
-    base
-}
 
 /// ibi on the disk as `ibi agent install` places it on an installed host (binary in
 /// /usr/local/bin, the unit enabled for multi-user.target and for post-pivot's unit), and the
@@ -265,7 +225,8 @@ fn a_site_configuration_arrives_through_a_real_kernel_udev_and_systemd() {
         vm.name
     );
 
-    let base = site_base(emu, &vm.uuid);
+    let (base, names) = example_fleet_base(&[(emu, Some(&vm.uuid))]);
+    assert_eq!(names, [SITE], "the example fleet's first site");
     let b = base.path();
     let inventory = b.join("sites.yaml");
     ok(

@@ -341,3 +341,47 @@ pub fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// A BASE holding the example fleet's inputs (`seed-fixtures/example-fleet`) and an inventory of its
+/// first `bmcs.len()` sites, each site's `bmc:` the emulator given (and its System, when given);
+/// the sites' names.
+pub fn example_fleet_base(bmcs: &[(&Emulator, Option<&str>)]) -> (tempfile::TempDir, Vec<String>) {
+    let base = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("seed-fixtures/example-fleet");
+    for f in ["install-config.yaml", "image-based-config.yaml"] {
+        std::fs::copy(src.join(f), base.path().join(f)).unwrap();
+    }
+    crate::common::copy_tree(
+        &src.join("extra-manifests"),
+        &base.path().join("extra-manifests"),
+    );
+    let inv: serde_yaml_ng::Value =
+        serde_yaml_ng::from_slice(&std::fs::read(src.join("sites.yaml")).unwrap()).unwrap();
+    let mut sites: Vec<serde_yaml_ng::Value> =
+        inv["sites"].as_sequence().unwrap()[..bmcs.len()].to_vec();
+    for (site, (emu, system)) in sites.iter_mut().zip(bmcs) {
+        let system = system.map_or(String::new(), |s| format!("system: {s}\n"));
+        let bmc = format!(
+            "address: {}\nuser: {USER}\npasswordFile: {}\ncaFile: {}\n{system}",
+            emu.url,
+            emu.password_file.display(),
+            emu.cert.display()
+        );
+        site.as_mapping_mut().unwrap().insert(
+            "bmc".into(),
+            serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&bmc).unwrap(),
+        );
+    }
+    let names = sites
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    let mut doc = serde_yaml_ng::Mapping::new();
+    doc.insert("sites".into(), serde_yaml_ng::Value::Sequence(sites));
+    std::fs::write(
+        base.path().join("sites.yaml"),
+        serde_yaml_ng::to_string(&doc).unwrap(),
+    )
+    .unwrap();
+    (base, names)
+}
