@@ -10,6 +10,11 @@
 //! through the emulator and boots the disk; the cluster's API is a stand-in on this side
 //! (tests/common/kubeapi.rs) turned ready when the guest says the configuration arrived, so deploy's
 //! watch and eject run for real.
+//!
+//! Factory phase: an installation ISO made by `ibi create image` from the lab's live ISO
+//! (tests/lab/live-iso.sh, standing in for the RHCOS live ISO) boots in a VM through `ibi deploy
+//! --phase factory`; `ibi agent install` installs the seed onto the VM's disk, which is then
+//! checked as the loop-device e2e test checks its own.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
@@ -482,5 +487,334 @@ fn a_live_iso_of_the_coreos_layout_boots_and_ignition_applies_its_embedded_confi
     eprintln!(
         "lab: live ISO up, Ignition applied, {:.1?} after the boot",
         booted.elapsed()
+    );
+}
+
+/// The host-agent image of `hostAgent: ibi` as the `Containerfile` makes it: one layer holding
+/// `/usr/local/bin/ibi` (this build's, debug sections stripped to keep the VM's tmpfs small), as
+/// an OCI layout tagged `tag`.
+#[cfg(feature = "agent")]
+fn host_agent_layout(dir: &Path, tag: &str, binary: &Path) {
+    use std::io::Write;
+    let hex = |b: &[u8]| -> String {
+        openssl::sha::sha256(b)
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect()
+    };
+    std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
+    std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    let blob = |bytes: &[u8]| -> String {
+        let h = hex(bytes);
+        std::fs::write(dir.join("blobs/sha256").join(&h), bytes).unwrap();
+        format!("sha256:{h}")
+    };
+    let mut tar = tar::Builder::new(Vec::new());
+    for d in ["usr/", "usr/local/", "usr/local/bin/"] {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_mode(0o755);
+        h.set_size(0);
+        h.set_cksum();
+        tar.append_data(&mut h, d, std::io::empty()).unwrap();
+    }
+    let bytes = std::fs::read(binary).unwrap();
+    let mut h = tar::Header::new_gnu();
+    h.set_size(bytes.len() as u64);
+    h.set_mode(0o755);
+    h.set_cksum();
+    tar.append_data(&mut h, "usr/local/bin/ibi", bytes.as_slice())
+        .unwrap();
+    let tar = tar.into_inner().unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&tar).unwrap();
+    let layer = gz.finish().unwrap();
+    let layer_digest = blob(&layer);
+    let config = format!(
+        r#"{{"architecture":"amd64","os":"linux","config":{{}},"rootfs":{{"type":"layers","diff_ids":["sha256:{}"]}}}}"#,
+        hex(&tar)
+    );
+    let config_digest = blob(config.as_bytes());
+    let manifest = format!(
+        r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{config_digest}","size":{}}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"{layer_digest}","size":{}}}]}}"#,
+        config.len(),
+        layer.len()
+    );
+    let manifest_digest = blob(manifest.as_bytes());
+    std::fs::write(
+        dir.join("index.json"),
+        format!(
+            r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{manifest_digest}","size":{},"annotations":{{"org.opencontainers.image.ref.name":"{tag}"}}}}]}}"#,
+            manifest.len()
+        ),
+    )
+    .unwrap();
+}
+
+/// The installation ISO's config for the lab: the seed from an OCI layout on the VM's second
+/// disk (a path relative to `/`, where the agent runs, and to the directory `ibi create image`
+/// runs in), ibi fetched from the lab's registry on the VM's loopback, the VM's virtio disk by
+/// its serial, no precache (no release registry here), power off at the end.
+#[cfg(feature = "agent")]
+const FACTORY_CONFIG: &str = r#"apiVersion: v1beta1
+kind: ImageBasedInstallationConfig
+metadata:
+  name: ibi-lab-factory
+seedImage: oci:srv/ibi-lab/seed:4.16.0
+seedVersion: 4.16.0
+installationDisk: /dev/disk/by-id/virtio-ibi-lab-host
+pullSecret: '{"auths":{"registry.edge.example.com:5000":{"auth":"ZXhhbXBsZTpub3QtYS1yZWFsLXBhc3N3b3Jk"}}}'
+sshKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBtzJA7zEa76v2rl4hgeLwFAXBzQeW4q3kbmvgJNYl70 edge-ops@example.com
+extraPartitionStart: -1G
+extraPartitionLabel: var-lib-containers
+extraPartitionNumber: 5
+coreosInstallerArgs: ["--append-karg", "ibi.test=1"]
+hostAgent: ibi
+hostAgentImage: localhost:5000/ibi/agent:lab
+precacheDisabled: true
+shutdown: true
+"#;
+
+/// What the VM's serial console says when ibi's install unit ends (the lab's drop-in on the live root).
+#[cfg(feature = "agent")]
+const AGENT_ENDED: &str = "IBI-LAB: ibi-agent-install.service ended:";
+/// What it says once multi-user.target is reached, which waits for ibi's oneshot unit (with how that
+/// ended: a dependency that failed is said only here).
+#[cfg(feature = "agent")]
+const LIVE_UP: &str = "IBI-LAB: live up;";
+
+#[cfg(not(feature = "agent"))]
+#[test]
+fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
+    common::skip(TEST, "the installation ISO's ibi needs the agent feature");
+}
+
+/// Factory phase on a VM. The lab's live ISO stands in for the RHCOS live ISO; `ibi create image`
+/// makes the installation ISO from it (`hostAgent: ibi`, `shutdown: true`); `ibi deploy --phase
+/// factory` serves it, and through the emulator the VM boots it: Ignition applies ibi's config,
+/// `ibi-agent-install.service` fetches ibi with podman from the lab's registry (on the VM's
+/// loopback, standing in for the site's; its storage and the seed's OCI layout are on a second,
+/// read-only virtual disk) and runs `ibi agent install` onto the VM's virtio disk; the VM powers
+/// off, deploy sees it, ejects and records the host done. The disk is then read on this side with
+/// the loop-device e2e test's checks (`common::agent::check_disk`). Stand-ins: RHCOS (the live
+/// root is Debian; coreos-installer writes the fake metal image of `make-metal-image.sh`,
+/// nmstatectl applies only an empty state, there is no SELinux) and the seed (`make-real-seed.sh`,
+/// whose deployment does not boot).
+#[cfg(feature = "agent")]
+#[test]
+fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
+    use common::agent::{Expected, Target, check_disk, fixture, metal_image_lock};
+    use common::deliver::fleet::inventory_entry;
+    use common::lab::VmDisk;
+
+    let _one = lab::lock();
+    let Some(mut lab) = Lab::start(TEST) else {
+        return;
+    };
+    // The metal image's filesystems have fixed UUIDs: one mounter at a time on this machine.
+    let _metal = metal_image_lock();
+    let live = lab::live_iso().expect("the live ISO");
+    let started = Instant::now();
+    let w = lab.dir.path().to_path_buf();
+    let limit = Duration::from_secs(300);
+
+    // The seed disk: /srv/ibi-lab in the VM, `srv/ibi-lab` under `stage` here.
+    let stage = w.join("stage");
+    let media = stage.join("srv/ibi-lab");
+    std::fs::create_dir_all(&media).unwrap();
+    let seed = media.join("seed");
+    lab::run(
+        Command::new(fixture("make-real-seed.sh"))
+            .arg(&seed)
+            .arg("4.16.0"),
+        limit,
+    )
+    .expect("make-real-seed.sh");
+    lab::run(
+        Command::new(fixture("make-metal-image.sh")).arg(media.join("metal.img")),
+        limit,
+    )
+    .expect("make-metal-image.sh");
+    let binary = w.join("ibi-stripped");
+    lab::run(
+        Command::new("objcopy")
+            .arg("--strip-debug")
+            .arg(env!("CARGO_BIN_EXE_ibi"))
+            .arg(&binary),
+        limit,
+    )
+    .expect("objcopy --strip-debug");
+    let agent_image = w.join("host-agent");
+    host_agent_layout(&agent_image, "lab", &binary);
+    {
+        let reg = common::registry::TestRegistry::start(TEST).expect("docker-registry");
+        reg.push(&agent_image, "lab", "ibi/agent");
+        lab::run(
+            Command::new("cp")
+                .arg("-a")
+                .arg(reg.storage())
+                .arg(media.join("registry")),
+            limit,
+        )
+        .expect("copying the registry's storage");
+    }
+    let seed_disk = w.join("seed.raw");
+    lab::run(
+        Command::new("mkfs.ext4")
+            .args(["-q", "-L", "IBILABSEED", "-d"])
+            .arg(&media)
+            .arg(&seed_disk)
+            .arg("2G"),
+        limit,
+    )
+    .expect("mkfs.ext4 -d");
+
+    // BASE: the installation ISO made from the lab's live ISO, in the directory the seed path is
+    // relative to.
+    let base = w.join("base");
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::write(
+        base.join("image-based-installation-config.yaml"),
+        FACTORY_CONFIG,
+    )
+    .unwrap();
+    let built = Command::new(env!("CARGO_BIN_EXE_ibi"))
+        .args(["create", "image", "--dir"])
+        .arg(&base)
+        .arg("--base-iso")
+        .arg(&live)
+        .current_dir(&stage)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    ok(&built, "ibi create image --base-iso <the lab's live ISO>");
+
+    let host_disk = w.join("host.raw");
+    std::fs::File::create(&host_disk)
+        .unwrap()
+        .set_len(common::agent::DISK_SIZE)
+        .unwrap();
+    let vm = lab.define_disks(
+        "factory",
+        &[
+            VmDisk {
+                path: &host_disk,
+                serial: Some("ibi-lab-host"),
+                read_only: false,
+            },
+            VmDisk {
+                path: &seed_disk,
+                serial: Some("ibi-lab-seed"),
+                read_only: true,
+            },
+        ],
+    );
+    lab.start_emulator(&vm);
+    let emu = lab.emulator.as_ref().unwrap();
+    let inventory = base.join("sites.yaml");
+    std::fs::write(
+        &inventory,
+        format!("sites:\n{}", inventory_entry("f1", emu, Some(&vm.uuid))),
+    )
+    .unwrap();
+    eprintln!("lab: factory inputs ready in {:.1?}", started.elapsed());
+
+    let work = tempfile::tempdir().unwrap();
+    let tls = test_tls(work.path());
+    let mut deploy = spawn_deploy(
+        &DeployRun {
+            base: &base,
+            inventory: &inventory,
+            phase: "factory",
+            port: free_port(),
+            tls: &tls,
+            out: work.path(),
+        },
+        "run",
+        &[
+            "--parallel",
+            "1",
+            "--poll",
+            "2",
+            "--bmc-timeout",
+            "300",
+            "--report-timeout",
+            "1800",
+        ],
+    );
+    let booted = Instant::now();
+    let read =
+        |s: &str| std::fs::read_to_string(work.path().join(format!("run.{s}"))).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    let status = loop {
+        if let Some(status) = deploy.try_wait().unwrap() {
+            break status;
+        }
+        let serial = lab::serial(&vm);
+        // The agent's own `shutdown` stops its unit (`signal`): only an exit status or a failed
+        // dependency is a failure here; whether the install finished, the disk says.
+        let failed = serial.lines().any(|l| {
+            (l.contains(AGENT_ENDED)
+                && !l.contains("ended: success")
+                && !l.contains("ended: signal"))
+                || (l.contains(LIVE_UP) && !l.contains("ibi-agent-install: active/success"))
+        });
+        if failed || Instant::now() > deadline {
+            common::deliver::stop_child(&mut deploy);
+            panic!(
+                "the install failed or ran over; VM {}; serial:\n{serial}\ndeploy:\n{}\nemulator:\n{}",
+                lab.state(&vm),
+                read("stderr"),
+                emu.log()
+            );
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    };
+    let (stdout, stderr) = (read("stdout"), read("stderr"));
+    let serial = lab::serial(&vm);
+    eprintln!(
+        "lab: factory deploy ended {:.1?} after it started\ndeploy stdout:\n{stdout}\ndeploy stderr:\n{stderr}",
+        booted.elapsed()
+    );
+    assert_eq!(status.code(), Some(0), "{stderr}\nserial:\n{serial}");
+    assert!(stderr.contains("site f1: done"), "{stderr}");
+    assert!(
+        lab.wait_off(&vm, Duration::from_secs(60)),
+        "{}",
+        lab.state(&vm)
+    );
+    // deploy ejected: sushy's eject removes the CD drive from the definition.
+    let definition = lab.definition(&vm);
+    assert!(!definition.contains("device='cdrom'"), "{definition}");
+    // What the live system said: coreos-installer called once, with the config's arguments, on the
+    // device the config names by its serial (the agent resolves the by-id link).
+    let calls: Vec<&str> = serial
+        .lines()
+        .filter(|l| l.starts_with("IBI-LAB: coreos-installer"))
+        .collect();
+    assert_eq!(
+        calls,
+        ["IBI-LAB: coreos-installer install /dev/vda --append-karg ibi.test=1"],
+        "{serial}"
+    );
+
+    // The disk, read here with the loop-device e2e test's checks.
+    let seed_files = w.join("seed-files");
+    common::registry::extract_layer(&seed, &seed_files);
+    let t = Target::adopt(&w.join("check"), &host_disk, "overlay");
+    let report = check_disk(
+        &Expected {
+            seed_files: &seed_files,
+            images: &[],
+            binary: &binary,
+        },
+        &t,
+    );
+    eprintln!(
+        "lab: factory phase done in {:.1?}; the disk:\n{}\n{}\n{}",
+        started.elapsed(),
+        report.gpt,
+        report.blkid.join("\n"),
+        report.ostree_status
     );
 }

@@ -301,6 +301,19 @@ pub struct Target {
 }
 
 impl Target {
+    /// The disk image another machine installed onto (a lab VM's, read after it powered off), attached
+    /// as a loop device for the checks, its check mounts under `dir`; all undone on drop.
+    pub fn adopt(dir: &Path, image: &Path, driver: &str) -> Target {
+        fs::create_dir_all(dir).unwrap();
+        Target {
+            dir: dir.to_path_buf(),
+            driver: driver.to_string(),
+            disk: Some(LoopDevice::attach(image).expect("attaching the installed disk")),
+            groups: RefCell::new(Vec::new()),
+            registries_conf: dir.join("registries.conf"),
+        }
+    }
+
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.join(rel)
     }
@@ -707,6 +720,26 @@ fn xattrs(p: &Path) -> String {
 /// arguments, var and etc content with an xattr, the deletions, the host unit and its enable links, the
 /// binary, every precached image with the registry's digest, and no install state left on the disk.
 pub fn check_target(env: &Env, t: &Target) -> Report {
+    check_disk(
+        &Expected {
+            seed_files: &env.seed_files,
+            images: &env.images,
+            binary: &ibi_binary(),
+        },
+        t,
+    )
+}
+
+/// What a finished install must hold, whoever ran it: the seed's files (its extracted layer), the
+/// precached images (none when precache is off) and the ibi binary the agent ran.
+pub struct Expected<'a> {
+    pub seed_files: &'a Path,
+    pub images: &'a [String],
+    pub binary: &'a Path,
+}
+
+/// [`check_target`] for any install onto `t`'s disk: the loop-device tests' or a lab VM's.
+pub fn check_disk(x: &Expected, t: &Target) -> Report {
     let gpt = gpt_dump(t);
     check_gpt_layout(t);
     let blkid = blkid_all(t);
@@ -725,7 +758,7 @@ pub fn check_target(env: &Env, t: &Target) -> Report {
         "RHCOS deployment still listed: {ostree_status}"
     );
     assert!(!root_at.join("ostree/deploy/rhcos").exists());
-    let rpm_ostree = fs::read_to_string(env.seed_files.join("rpm-ostree.json")).unwrap();
+    let rpm_ostree = fs::read_to_string(x.seed_files.join("rpm-ostree.json")).unwrap();
     let (checksum, seed_deployment) =
         ibi::agent::ostree_restore::booted_deployment(&rpm_ostree).unwrap();
     assert!(ostree_status.contains(&checksum), "{ostree_status}");
@@ -734,7 +767,7 @@ pub fn check_target(env: &Env, t: &Target) -> Report {
     assert_eq!(
         fs::read(deploy_dir.with_extension("0.origin")).unwrap(),
         fs::read(
-            env.seed_files
+            x.seed_files
                 .join(format!("ostree-{seed_deployment}.origin"))
         )
         .unwrap(),
@@ -763,13 +796,13 @@ pub fn check_target(env: &Env, t: &Target) -> Report {
     );
 
     let stateroot_dir = root_at.join(format!("ostree/deploy/{STATEROOT}"));
-    check_restored_files(&deploy_dir.join("etc"), &stateroot_dir);
+    check_restored_files(&deploy_dir.join("etc"), &stateroot_dir, x.binary);
 
     assert!(
         !containers_at.join(".ibi").exists(),
         "install state removed at the end"
     );
-    let image_digests = check_images(env, t, &containers_at);
+    let image_digests = check_images(x.images, t, &containers_at);
     let report = Report {
         gpt,
         blkid,
@@ -825,7 +858,7 @@ fn bls_options(entries: &Path) -> Vec<String> {
 }
 
 /// var.tgz, etc.tgz (with its xattr), etc.deletions, the host unit and the binary.
-fn check_restored_files(etc: &Path, stateroot_dir: &Path) {
+fn check_restored_files(etc: &Path, stateroot_dir: &Path, binary: &Path) {
     assert!(stateroot_dir.join("var/lib/kubelet").is_dir());
     assert!(stateroot_dir.join("var/lib/etcd/member").is_dir());
     assert_eq!(
@@ -856,15 +889,19 @@ fn check_restored_files(etc: &Path, stateroot_dir: &Path) {
     }
     let ibi = stateroot_dir.join("var/usrlocal/bin/ibi");
     assert_eq!(fs::metadata(&ibi).unwrap().mode() & 0o777, 0o755);
-    assert_eq!(fs::read(&ibi).unwrap(), fs::read(ibi_binary()).unwrap());
+    assert!(
+        fs::read(&ibi).unwrap() == fs::read(binary).unwrap(),
+        "the installed ibi is not {}",
+        binary.display()
+    );
 }
 
 /// `skopeo inspect containers-storage:…` of every precached image (with the target's driver) against
 /// the registry's digest; returns `image digest` lines.
-fn check_images(env: &Env, t: &Target, containers_at: &Path) -> Vec<String> {
+fn check_images(images: &[String], t: &Target, containers_at: &Path) -> Vec<String> {
     let run_dir = t.path("check-run");
     let mut digests = Vec::new();
-    for image in &env.images {
+    for image in images {
         let reference = format!(
             "containers-storage:[{}@{}+{}]{image}",
             t.driver,

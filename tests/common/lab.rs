@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 use super::deliver::emulator::Emulator;
 
 const VIRSH_TIMEOUT: Duration = Duration::from_secs(120);
+/// `bash -c` script: closes every descriptor above 2, then runs `$0 "$@"`.
+const CLOSE_INHERITED_THEN_EXEC: &str = r#"for f in /proc/$$/fd/*; do n=${f##*/}; if [ "$n" -gt 2 ]; then eval "exec $n>&-"; fi; done 2>/dev/null; exec "$0" "$@""#;
 const DAEMON_TIMEOUT: Duration = Duration::from_secs(60);
 const BUILD_TIMEOUT: Duration = Duration::from_secs(1200);
 const URI: &str = "qemu:///system";
@@ -133,7 +135,7 @@ pub fn guest_disk() -> Result<PathBuf, String> {
 /// The cached live ISO in the CoreOS layout (`tests/lab/live-iso.sh` with `tests/lab/live/`),
 /// built if this version of the recipe has none yet (about four minutes, once per machine).
 pub fn live_iso() -> Result<PathBuf, String> {
-    cached("live", "iso", "live-iso.sh", &["live"])
+    cached("live", "iso", "live-iso.sh", &["live", "live-root"])
 }
 
 /// `~/.cache/ibi/lab/<name>-<hash>.<ext>`, made by `tests/lab/<script> OUT` when missing; the hash
@@ -230,6 +232,39 @@ pub struct Lab {
     pub emulator: Option<Emulator>,
 }
 
+/// One virtio disk of a lab VM (see [`Lab::define_disks`]).
+pub struct VmDisk<'a> {
+    pub path: &'a Path,
+    pub serial: Option<&'a str>,
+    pub read_only: bool,
+}
+
+fn disks_xml(disks: &[VmDisk]) -> String {
+    let mut xml = String::new();
+    for (i, d) in disks.iter().enumerate() {
+        let dev = format!("vd{}", char::from(b'a' + i as u8));
+        let boot = if i == 0 {
+            "\n      <boot order='1'/>"
+        } else {
+            ""
+        };
+        let serial = d
+            .serial
+            .map_or(String::new(), |s| format!("\n      <serial>{s}</serial>"));
+        let ro = if d.read_only {
+            "\n      <readonly/>"
+        } else {
+            ""
+        };
+        xml.push_str(&format!(
+            "    <disk type='file' device='disk'>\n      <driver name='qemu' type='raw'/>\n      \
+             <source file='{}'/>\n      <target dev='{dev}' bus='virtio'/>{serial}{ro}{boot}\n    </disk>\n",
+            d.path.display()
+        ));
+    }
+    xml
+}
+
 /// A defined VM.
 pub struct Domain {
     pub name: String,
@@ -296,8 +331,17 @@ impl Lab {
             if running_pid(pid_file).is_some() {
                 continue;
             }
-            run(Command::new(name).arg("-d"), DAEMON_TIMEOUT)
-                .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+            // Without the descriptors this process inherited (a `flock` around cargo, say): a daemon
+            // that outlives the test would hold them.
+            run(
+                Command::new("bash")
+                    .arg("-c")
+                    .arg(CLOSE_INHERITED_THEN_EXEC)
+                    .arg(name)
+                    .arg("-d"),
+                DAEMON_TIMEOUT,
+            )
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
             let deadline = Instant::now() + DAEMON_TIMEOUT;
             let pid = loop {
                 if let Some(pid) = running_pid(pid_file) {
@@ -337,6 +381,19 @@ impl Lab {
 
     /// Defines a VM named `PREFIX<name>` booting `disk` (raw), powered off.
     pub fn define(&mut self, name: &str, disk: &Path) -> Domain {
+        self.define_disks(
+            name,
+            &[VmDisk {
+                path: disk,
+                serial: None,
+                read_only: false,
+            }],
+        )
+    }
+
+    /// [`Lab::define`] with several virtio disks: the first (`vda`) boots, the others follow as
+    /// `vdb`, `vdc`, ...; a disk's `serial` names it in the guest (`/dev/disk/by-id/virtio-SERIAL`).
+    pub fn define_disks(&mut self, name: &str, disks: &[VmDisk]) -> Domain {
         let name = format!("{PREFIX}{name}-{}", std::process::id());
         let serial = self.dir.path().join(format!("{name}.serial.log"));
         let (kind, cpu) = if kvm_usable() {
@@ -355,13 +412,7 @@ impl Lab {
   <on_poweroff>destroy</on_poweroff>
   <on_reboot>restart</on_reboot>
   <devices>
-    <disk type='file' device='disk'>
-      <driver name='qemu' type='raw'/>
-      <source file='{disk}'/>
-      <target dev='vda' bus='virtio'/>
-      <boot order='1'/>
-    </disk>
-    <disk type='file' device='cdrom'>
+{disks}    <disk type='file' device='cdrom'>
       <driver name='qemu' type='raw'/>
       <target dev='sda' bus='sata'/>
       <readonly/>
@@ -373,7 +424,7 @@ impl Lab {
     <memballoon model='none'/>
   </devices>
 </domain>",
-            disk = disk.display(),
+            disks = disks_xml(disks),
             serial = serial.display()
         );
         let file = self.dir.path().join(format!("{name}.xml"));

@@ -150,6 +150,11 @@ impl TestRegistry {
         );
     }
 
+    /// The registry's storage (`storage.filesystem.rootdirectory`): what another registry can serve.
+    pub fn storage(&self) -> PathBuf {
+        self.dir.path().join("storage")
+    }
+
     pub fn log(&self) -> String {
         fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
     }

@@ -10,12 +10,15 @@
 #   boot/grub/grub.cfg                                  grub-mkrescue's BIOS and UEFI boot, serial console, the
 #                                                       kargs slot (kargs, newline, '#' padding, then the
 #                                                       `# COREOS_KARG_EMBED_AREA` comment)
-#   LiveOS/squashfs.img                                 the read-only live root (systemd, udev), under a tmpfs
-#                                                       overlay at boot
+#   LiveOS/squashfs.img                                 the read-only live root (systemd, udev, podman, skopeo,
+#                                                       libostree, xfsprogs, docker-registry), under a tmpfs
+#                                                       overlay at boot, container storage on its own tmpfs
 # What Debian's Ignition module lacks, tests/lab/live/ adds as the dracut module 31ibi-lab-live: the copy of the
 # embedded /config.ign to /usr/lib/ignition/user.ign (CoreOS's ignition-setup-user step), the live root mount,
 # `is-live-image`, and a `setfiles` that does nothing (the live root has no SELinux policy; Debian's Ignition
 # relabels all the same). Its 30ignition copy depends on `systemd` only: the VM has no network.
+# The live root carries the lab's stand-ins and registry (tests/lab/live-root/, see below): the installation ISO
+# ibi makes from this one runs `hostAgent: ibi` as on RHCOS, fetching ibi from a registry, with no network.
 # On the live system, lab-live.service says on the serial console that it is up and what Ignition wrote to
 # /etc/ibi-lab-ignition.
 #
@@ -33,10 +36,14 @@ cleanup() {
 trap cleanup EXIT
 label=IBILAB
 
+# What the installation ISO's host side runs on the live system: podman (fetch-ibi.sh), skopeo and
+# libostree (ibi agent install), xfsprogs (the extra partition), and docker-registry for the lab's
+# registry on the VM's loopback.
+agent_parts=podman,netavark,skopeo,libostree-1-1,xfsprogs,fdisk,docker-registry
 mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
 mirror=${mirror:-http://deb.debian.org/debian}
 debootstrap --variant=minbase \
-    --include=systemd,systemd-sysv,udev,kmod,linux-image-amd64,dracut-core,ignition,util-linux,e2fsprogs \
+    --include=systemd,systemd-sysv,udev,kmod,linux-image-amd64,dracut-core,ignition,util-linux,e2fsprogs,$agent_parts \
     bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; exit 1; }
 chroot "$root" apt-get clean
 
@@ -46,10 +53,40 @@ for unit in serial-getty@ttyS0.service getty@tty1.service systemd-firstboot.serv
 done
 echo uninitialized >"$root/etc/machine-id"
 echo live >"$root/etc/hostname"
+# No DNS in the lab (the build machine's resolv.conf must not leak in); localhost resolves from /etc/hosts.
+printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
+: >"$root/etc/resolv.conf"
 mkdir -p "$root/etc/selinux"
 printf 'SELINUX=disabled\nSELINUXTYPE=default\n' >"$root/etc/selinux/config"
 install -m 0644 "$here/live/lab-live.service" "$root/etc/systemd/system/lab-live.service"
 ln -sf /etc/systemd/system/lab-live.service "$root/etc/systemd/system/multi-user.target.wants/lab-live.service"
+
+# The lab's stand-ins on the live root (tests/lab/live-root/): coreos-installer (no osmet image here),
+# nmstatectl (no NIC), chcon (no SELinux); the lab's registry (config, insecure on the loopback, the
+# seed disk mounted at /srv/ibi-lab) and the agent unit's drop-in that orders it after the registry
+# and echoes it to the serial console.
+lr="$here/live-root"
+install -m 0755 "$lr/coreos-installer" "$root/usr/bin/coreos-installer"
+install -m 0755 "$lr/nmstatectl" "$root/usr/bin/nmstatectl"
+mv "$root/usr/bin/chcon" "$root/usr/bin/chcon.coreutils"
+install -m 0755 "$lr/chcon" "$root/usr/bin/chcon"
+install -D -m 0644 "$lr/registry-config.yml" "$root/etc/docker/registry/config.yml"
+install -D -m 0644 "$lr/registry-mount.conf" "$root/etc/systemd/system/docker-registry.service.d/50-ibi-lab.conf"
+install -D -m 0644 "$lr/registries-ibi-lab.conf" "$root/etc/containers/registries.conf.d/50-ibi-lab.conf"
+install -D -m 0644 "$lr/50-ibi-lab.conf" "$root/etc/systemd/system/ibi-agent-install.service.d/50-ibi-lab.conf"
+mkdir -p "$root/srv/ibi-lab"
+echo 'LABEL=IBILABSEED /srv/ibi-lab ext4 ro,noload,nofail,x-systemd.device-timeout=120s 0 0' >>"$root/etc/fstab"
+# As on RHCOS (99-default-disable.preset): a unit is enabled at first boot only when a preset says so,
+# Ignition's for the units its config enables. Without it, the first boot's preset-all tries every unit
+# and stops at the first masked one, and Ignition's units are never enabled.
+mkdir -p "$root/etc/systemd/system-preset"
+echo 'disable *' >"$root/etc/systemd/system-preset/99-ibi-lab-default-disable.preset"
+# The registry starts with ibi's unit (its drop-in wants it), not at every boot of the live ISO.
+rm -f "$root/etc/systemd/system/multi-user.target.wants/docker-registry.service"
+# No NIC: nothing to wait for before network-online.target; nothing for podman's own units to do.
+for unit in systemd-networkd-wait-online.service podman.socket podman-auto-update.timer podman-restart.service; do
+    ln -sf /dev/null "$root/etc/systemd/system/$unit"
+done
 
 # The initramfs: Debian's Ignition module (network dependencies dropped) and the lab's live module.
 modules="$root/usr/lib/dracut/modules.d"
