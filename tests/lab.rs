@@ -596,7 +596,8 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
 /// loopback, standing in for the site's; its storage and the seed's OCI layout are on a second,
 /// read-only virtual disk) and runs `ibi agent install` onto the VM's virtio disk; the VM powers
 /// off, deploy sees it, ejects and records the host done. The disk is then read on this side with
-/// the loop-device e2e test's checks (`common::agent::check_disk`). Stand-ins: RHCOS (the live
+/// the loop-device e2e test's checks (`common::agent::check_disk`), and must read exactly as the
+/// disk of the same install run here on a loop device does. Stand-ins: RHCOS (the live
 /// root is Debian; coreos-installer writes the fake metal image of `make-metal-image.sh`,
 /// nmstatectl applies only an empty state, there is no SELinux) and the seed (`make-real-seed.sh`,
 /// whose deployment does not boot).
@@ -810,6 +811,7 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
         },
         &t,
     );
+    drop(t);
     eprintln!(
         "lab: factory phase done in {:.1?}; the disk:\n{}\n{}\n{}",
         started.elapsed(),
@@ -817,4 +819,68 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
         report.blkid.join("\n"),
         report.ostree_status
     );
+
+    // The same install on this side, as the loop-device e2e test runs it (same seed, metal image,
+    // disk size, arguments and binary; no shutdown, of course): the two disks read the same.
+    let reference = reference_install(
+        &w.join("reference"),
+        &seed,
+        &media.join("metal.img"),
+        &binary,
+    );
+    let want = check_disk(
+        &Expected {
+            seed_files: &seed_files,
+            images: &[],
+            binary: &binary,
+        },
+        &reference,
+    );
+    assert_eq!(
+        report, want,
+        "the VM's disk differs from the loop-device install's"
+    );
+    eprintln!("lab: the VM's disk reads as the loop-device install's");
+}
+
+/// `ibi agent install` of `seed` onto a blank loop disk of the e2e test's size, here: the
+/// `coreos-installer` stand-in of the e2e test writing `metal`, `binary` as the agent, the lab
+/// config's values but for the disk and the seed's path.
+#[cfg(feature = "agent")]
+fn reference_install(
+    dir: &Path,
+    seed: &Path,
+    metal: &Path,
+    binary: &Path,
+) -> common::agent::Target {
+    use common::agent::{DISK_SIZE, Target, log_of, write_stand_in};
+    std::fs::create_dir_all(dir.join("live/var/tmp")).unwrap();
+    let img = dir.join("disk.img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(DISK_SIZE)
+        .unwrap();
+    let mut t = Target::adopt(dir, &img, "overlay");
+    t.run_as(binary);
+    write_stand_in(&t, metal);
+    std::fs::write(t.path("live/var/tmp/pull-secret.json"), r#"{"auths":{}}"#).unwrap();
+    std::fs::write(t.path("registries.conf"), "").unwrap();
+    let config = serde_json::json!({
+        "seedImage": format!("oci:{}:4.16.0", seed.display()),
+        "seedVersion": "4.16.0",
+        "installationDisk": t.disk(),
+        "extraPartitionStart": "-1G",
+        "extraPartitionLabel": "var-lib-containers",
+        "extraPartitionNumber": 5,
+        "coreosInstallerArgs": ["--append-karg", "ibi.test=1"],
+        "precacheDisabled": true,
+    });
+    std::fs::write(t.path("ibi-configuration.json"), config.to_string()).unwrap();
+    let out = t.run_agent(&[]);
+    assert!(
+        out.status.success(),
+        "the loop-device install: {}",
+        log_of(&out)
+    );
+    t
 }

@@ -226,6 +226,7 @@ impl Env {
             disk: Some(disk),
             groups: RefCell::new(Vec::new()),
             registries_conf: self.path("registries.conf"),
+            program: ibi_binary(),
         };
         write_stand_in(&t, &self.path("metal.img"));
         let config = serde_json::json!({
@@ -246,7 +247,7 @@ impl Env {
 /// The stand-in logs `start <ns> <args>` and `done <ns>` per call, and `restarted-after-done` when it is
 /// started although the state file already records `write-rhcos` done (the one thing that must never
 /// happen: RHCOS written again over a disk that holds later work).
-fn write_stand_in(t: &Target, metal: &Path) {
+pub fn write_stand_in(t: &Target, metal: &Path) {
     let stand_in = t.path("coreos-installer");
     fs::write(
         &stand_in,
@@ -298,6 +299,8 @@ pub struct Target {
     /// Process groups started here, killed on drop in case a test failed mid-run.
     groups: RefCell<Vec<i32>>,
     registries_conf: PathBuf,
+    /// The ibi the agent runs as: [`ibi_binary`] unless [`Target::run_as`] said otherwise.
+    program: PathBuf,
 }
 
 impl Target {
@@ -311,7 +314,13 @@ impl Target {
             disk: Some(LoopDevice::attach(image).expect("attaching the installed disk")),
             groups: RefCell::new(Vec::new()),
             registries_conf: dir.join("registries.conf"),
+            program: ibi_binary(),
         }
+    }
+
+    /// Runs the agent as `program` (another build of ibi) from now on.
+    pub fn run_as(&mut self, program: &Path) {
+        self.program = program.to_path_buf();
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -328,7 +337,7 @@ impl Target {
 
     /// `ibi agent install` for this host, every path inside its directory.
     pub fn agent(&self, extra: &[&str]) -> Command {
-        let mut cmd = Command::new(ibi_binary());
+        let mut cmd = Command::new(&self.program);
         cmd.args(["--log-level", "debug", "agent", "install", "-f"])
             .arg(self.path("ibi-configuration.json"))
             .arg("--root")
