@@ -76,9 +76,11 @@ install -D -m 0644 "$lr/registries-ibi-lab.conf" "$root/etc/containers/registrie
 install -D -m 0644 "$lr/50-ibi-lab.conf" "$root/etc/systemd/system/ibi-agent-install.service.d/50-ibi-lab.conf"
 mkdir -p "$root/srv/ibi-lab"
 echo 'LABEL=IBILABSEED /srv/ibi-lab ext4 ro,noload,nofail,x-systemd.device-timeout=120s 0 0' >>"$root/etc/fstab"
-# As on RHCOS (99-default-disable.preset): a unit is enabled at first boot only when a preset says so,
-# Ignition's for the units its config enables. Without it, the first boot's preset-all tries every unit
-# and stops at the first masked one, and Ignition's units are never enabled.
+# As on RHCOS (99-default-disable.preset): the first boot's preset run enables only what a preset names
+# (Ignition's 20-ignition.preset for the units its config enables, Debian's 90-systemd.preset); without a
+# catch-all rule it would enable every unit that has an [Install] section (docker-registry, podman's).
+# It logs "Failed to populate /etc with preset unit settings ... RF-kill" for the masked units above, and
+# enables the rest all the same.
 mkdir -p "$root/etc/systemd/system-preset"
 echo 'disable *' >"$root/etc/systemd/system-preset/99-ibi-lab-default-disable.preset"
 # The registry starts with ibi's unit (its drop-in wants it), not at every boot of the live ISO.
