@@ -132,8 +132,9 @@ pub fn guest_disk() -> Result<PathBuf, String> {
     cached("guest", "raw", "guest-disk.sh", &[])
 }
 
-/// The cached live ISO in the CoreOS layout (`tests/lab/live-iso.sh` with `tests/lab/live/`),
-/// built if this version of the recipe has none yet (about four minutes, once per machine).
+/// The cached live ISO in the CoreOS layout (`tests/lab/live-iso.sh` with `tests/lab/live/` and
+/// `tests/lab/live-root/`), built if this version of the recipe has none yet (about six minutes,
+/// once per machine).
 pub fn live_iso() -> Result<PathBuf, String> {
     cached("live", "iso", "live-iso.sh", &["live", "live-root"])
 }
