@@ -495,20 +495,6 @@ fn a_live_iso_of_the_coreos_layout_boots_and_ignition_applies_its_embedded_confi
 /// an OCI layout tagged `tag`.
 #[cfg(feature = "agent")]
 fn host_agent_layout(dir: &Path, tag: &str, binary: &Path) {
-    use std::io::Write;
-    let hex = |b: &[u8]| -> String {
-        openssl::sha::sha256(b)
-            .iter()
-            .map(|x| format!("{x:02x}"))
-            .collect()
-    };
-    std::fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
-    std::fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
-    let blob = |bytes: &[u8]| -> String {
-        let h = hex(bytes);
-        std::fs::write(dir.join("blobs/sha256").join(&h), bytes).unwrap();
-        format!("sha256:{h}")
-    };
     let mut tar = tar::Builder::new(Vec::new());
     for d in ["usr/", "usr/local/", "usr/local/bin/"] {
         let mut h = tar::Header::new_gnu();
@@ -525,30 +511,7 @@ fn host_agent_layout(dir: &Path, tag: &str, binary: &Path) {
     h.set_cksum();
     tar.append_data(&mut h, "usr/local/bin/ibi", bytes.as_slice())
         .unwrap();
-    let tar = tar.into_inner().unwrap();
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&tar).unwrap();
-    let layer = gz.finish().unwrap();
-    let layer_digest = blob(&layer);
-    let config = format!(
-        r#"{{"architecture":"amd64","os":"linux","config":{{}},"rootfs":{{"type":"layers","diff_ids":["sha256:{}"]}}}}"#,
-        hex(&tar)
-    );
-    let config_digest = blob(config.as_bytes());
-    let manifest = format!(
-        r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{config_digest}","size":{}}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"{layer_digest}","size":{}}}]}}"#,
-        config.len(),
-        layer.len()
-    );
-    let manifest_digest = blob(manifest.as_bytes());
-    std::fs::write(
-        dir.join("index.json"),
-        format!(
-            r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{manifest_digest}","size":{},"annotations":{{"org.opencontainers.image.ref.name":"{tag}"}}}}]}}"#,
-            manifest.len()
-        ),
-    )
-    .unwrap();
+    common::registry::one_layer_layout(dir, tag, &tar.into_inner().unwrap());
 }
 
 /// The installation ISO's config for the lab: the seed from an OCI layout on the VM's second

@@ -20,13 +20,6 @@ use ibi::live_iso::synthetic::{IgnitionLayout, SyntheticIso};
 
 const ISO_NAME: &str = "rhcos-live.x86_64.iso";
 
-fn sha256_hex(data: &[u8]) -> String {
-    openssl::sha::sha256(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// Serves `body` to every GET on 127.0.0.1 until the test process ends; returns the base URL.
 fn serve(body: Vec<u8>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -47,18 +40,9 @@ fn serve(body: Vec<u8>) -> String {
     format!("http://{addr}")
 }
 
-/// Writes `bytes` as a blob of the layout `dir`; returns its digest.
-fn blob(dir: &Path, bytes: &[u8]) -> String {
-    let hex = sha256_hex(bytes);
-    fs::write(dir.join("blobs/sha256").join(&hex), bytes).unwrap();
-    format!("sha256:{hex}")
-}
-
 /// An OCI layout `dir` holding a one-layer release payload tagged `tag` whose coreos-bootimages
 /// ConfigMap carries `stream`.
 fn release_layout(dir: &Path, tag: &str, stream: &str) {
-    fs::create_dir_all(dir.join("blobs/sha256")).unwrap();
-    fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
     let indented: String = stream.lines().map(|l| format!("    {l}\n")).collect();
     let yaml = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: coreos-bootimages\n  namespace: openshift-machine-config-operator\ndata:\n  stream: |\n{indented}"
@@ -74,27 +58,7 @@ fn release_layout(dir: &Path, tag: &str, stream: &str) {
         yaml.as_bytes(),
     )
     .unwrap();
-    let tar = tar.into_inner().unwrap();
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&tar).unwrap();
-    let layer = gz.finish().unwrap();
-    let layer_digest = blob(dir, &layer);
-    let config = format!(
-        r#"{{"architecture":"amd64","os":"linux","rootfs":{{"type":"layers","diff_ids":["sha256:{}"]}}}}"#,
-        sha256_hex(&tar)
-    );
-    let config_digest = blob(dir, config.as_bytes());
-    let manifest = format!(
-        r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{config_digest}","size":{}}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"{layer_digest}","size":{}}}]}}"#,
-        config.len(),
-        layer.len()
-    );
-    let manifest_digest = blob(dir, manifest.as_bytes());
-    let index = format!(
-        r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{manifest_digest}","size":{},"annotations":{{"org.opencontainers.image.ref.name":"{tag}"}}}}]}}"#,
-        manifest.len()
-    );
-    fs::write(dir.join("index.json"), index).unwrap();
+    common::registry::one_layer_layout(dir, tag, &tar.into_inner().unwrap());
 }
 
 /// The stream metadata naming the ISO at `url` with `sha256`.
@@ -132,7 +96,7 @@ fn the_base_iso_comes_from_the_seeds_release_payload() {
     release_layout(
         &layout,
         "4.16.0-x86_64",
-        &stream(&url, &sha256_hex(&iso_bytes)),
+        &stream(&url, &deliver::sha256(&iso_bytes)),
     );
     let release = registry.push(&layout, "4.16.0-x86_64", "ocp/release");
     let insecure = registry.addr.clone();

@@ -61,6 +61,38 @@ pub fn versioned_seed(version: &str, vars: &[(&str, &str)]) -> tempfile::TempDir
     make_seed(&all)
 }
 
+/// Writes `dir` as an OCI layout holding one linux/amd64 image tagged `tag` whose one layer is
+/// `layer_tar` (an uncompressed tar), gzip-compressed.
+pub fn one_layer_layout(dir: &Path, tag: &str, layer_tar: &[u8]) {
+    let blob = |bytes: &[u8]| -> String {
+        let hex = super::deliver::sha256(bytes);
+        fs::write(dir.join("blobs/sha256").join(&hex), bytes).expect("write blob");
+        format!("sha256:{hex}")
+    };
+    fs::create_dir_all(dir.join("blobs/sha256")).expect("layout dir");
+    fs::write(dir.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).expect("oci-layout");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(layer_tar).expect("gzip");
+    let layer = gz.finish().expect("gzip");
+    let layer_digest = blob(&layer);
+    let config = format!(
+        r#"{{"architecture":"amd64","os":"linux","config":{{}},"rootfs":{{"type":"layers","diff_ids":["sha256:{}"]}}}}"#,
+        super::deliver::sha256(layer_tar)
+    );
+    let config_digest = blob(config.as_bytes());
+    let manifest = format!(
+        r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{config_digest}","size":{}}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"{layer_digest}","size":{}}}]}}"#,
+        config.len(),
+        layer.len()
+    );
+    let manifest_digest = blob(manifest.as_bytes());
+    let index = format!(
+        r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{manifest_digest}","size":{},"annotations":{{"org.opencontainers.image.ref.name":"{tag}"}}}}]}}"#,
+        manifest.len()
+    );
+    fs::write(dir.join("index.json"), index).expect("index.json");
+}
+
 /// A running registry; dropped, it is stopped and its storage removed.
 pub struct TestRegistry {
     child: Child,

@@ -372,7 +372,9 @@ impl<'a, 't> Engine<'a, 't> {
     /// host's BMC (or firmware that swaps the UUID's byte order).
     fn compare_uuids(&mut self, site: &str, host: Option<&str>) {
         let Some(host) = host else { return };
-        let told = self.news.get(site).is_some_and(|n| n.uuid_told);
+        if self.news.get(site).is_some_and(|n| n.uuid_told) {
+            return;
+        }
         let bmc = self
             .sites
             .iter()
@@ -380,9 +382,6 @@ impl<'a, 't> Engine<'a, 't> {
             .and_then(|s| s.rec.as_ref())
             .and_then(|r| r.bmc_uuid().map(str::to_string));
         let Some(bmc) = bmc else { return };
-        if told {
-            return;
-        }
         if let Some(why) = uuid_mismatch(&bmc, host) {
             let clip = |u: &str| escape_control(&u.chars().take(UUID_SHOWN).collect::<String>());
             tracing::warn!(
