@@ -34,6 +34,9 @@ umask 022
 out=$1
 size=${2:-1G}
 
+# GRUB_EFI=1: EFI-SYSTEM gets a GRUB (EFI/BOOT/BOOTX64.EFI) that boots the deployment of ostree's boot
+# loader entry, for the lab's VM (needs mkfs.vfat, grub-mkstandalone with x86_64-efi, mtools).
+grub_efi=${GRUB_EFI:-0}
 mib=$((1024 * 1024))
 kver=5.14.0-427.13.1.el9_4.x86_64
 mtime=2024-05-14T00:00:00Z
@@ -115,8 +118,54 @@ attach $efi_start $efi_sectors
 efi=$dev
 if command -v mkfs.vfat >/dev/null; then
     mkfs.vfat -n EFI-SYSTEM -i 1B1F0002 "$efi" >/dev/null
+elif [ "$grub_efi" = 1 ]; then
+    echo "$0: GRUB_EFI=1 needs mkfs.vfat (apt: dosfstools)" >&2
+    exit 1
 else
     echo "$0: mkfs.vfat is missing (apt: dosfstools): EFI-SYSTEM left unformatted" >&2
+fi
+if [ "$grub_efi" = 1 ]; then
+    # What RHCOS's boot loader does with ostree's BLS entry, done by GRUB script (Debian's GRUB 2.06 has
+    # no blscfg): read the entry's options, find the kernel and initramfs of the deployment `ostree=`
+    # names, boot them with those options. root=LABEL=root stands in for RHCOS's initramfs, which finds
+    # its root by label (the agent writes no root= karg, as lca-cli does not).
+    cat >"$work/grub.cfg" <<'CFG'
+serial --unit=0 --speed=115200
+terminal_input serial
+terminal_output serial
+insmod part_gpt
+insmod ext2
+insmod regexp
+search --no-floppy --set=boot --label boot
+set bls_options=""
+function title { true; }
+function version { true; }
+function options { set bls_options="$*"; }
+# The entry is read while root is still GRUB's own memdisk: its `linux` and `initrd` lines then fail to
+# find their files instead of loading them once without the options (a second load of the initramfs
+# finds no room: "the initrd is too big").
+for entry in ($boot)/loader/entries/*.conf; do
+    if [ -f "$entry" ]; then
+        echo "IBI-LAB: boot loader entry $entry"
+        source "$entry"
+    fi
+done
+set root=$boot
+if regexp --set=1:osname --set=2:bootcsum 'ostree=/ostree/boot\.[01]/([^/ ]+)/([0-9a-f]+)/' "$bls_options"; then
+    for k in /ostree/${osname}-${bootcsum}/vmlinuz-*; do set kernel="$k"; done
+    for i in /ostree/${osname}-${bootcsum}/initramfs-*.img; do set initramfs="$i"; done
+    echo "IBI-LAB: booting $kernel $bls_options"
+    linux $kernel $bls_options root=LABEL=root rw console=ttyS0,115200n8
+    initrd $initramfs
+    boot
+fi
+echo "IBI-LAB: boot loader found no ostree entry"
+sleep 10
+halt
+CFG
+    grub-mkstandalone -O x86_64-efi -o "$work/BOOTX64.EFI" "boot/grub/grub.cfg=$work/grub.cfg"
+    mmd -i "$efi" ::/EFI ::/EFI/BOOT
+    mcopy -i "$efi" "$work/BOOTX64.EFI" ::/EFI/BOOT/BOOTX64.EFI
 fi
 attach $boot_start $boot_sectors
 boot=$dev

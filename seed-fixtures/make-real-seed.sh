@@ -46,6 +46,14 @@ precache_out=${3:-}
 arch=amd64
 registry=${FAKE_REGISTRY:-release.ibi-fixture.example}
 
+# SEED_TREE_TAR: commit the tree in this tar (tests/lab/seed-tree.sh: a bootable Debian tree laid out for
+# ostree, kernel and initramfs under usr/lib/modules/<kver>) instead of the tiny tree; the fixture's
+# usr/etc files are added to it. LCA_CLI: this file is the seed's lca-cli instead of the stub (whose
+# lca-init-monitor.service then runs `lca-cli init-monitor`, not post-pivot). Both unset: the output
+# is the same as without them.
+tree_tar=${SEED_TREE_TAR:-}
+lca_cli_file=${LCA_CLI:-}
+
 epoch=1715644800 # 2024-05-14T00:00:00Z, the day seed format 4 appeared
 mtime=2024-05-14T00:00:00Z
 kver=5.14.0-427.13.1.el9_4.x86_64
@@ -180,6 +188,7 @@ lca_cli='#!/bin/sh
 echo "lca-cli (ibi fixture stub) $*" >&2
 exit 1
 '
+[ -z "$lca_cli_file" ] || lca_cli=$(cat "$lca_cli_file")
 printf '%s' "$lca_cli" >"$root/lca-cli"
 
 # lca-cli joins the list with "\n" and writes no trailing newline.
@@ -190,19 +199,26 @@ printf '%s' "$lca_cli" >"$root/lca-cli"
 
 # --- ostree.tgz: an archive repo with one commit; members start with ./ ---------------------------------
 tree=$work/tree
-mkdir -p "$tree/usr/lib/modules/$kver" "$tree/usr/bin" "$tree/usr/etc/ibi-fixture.d"
-printf 'ibi fixture kernel %s\n' "$kver" >"$tree/usr/lib/modules/$kver/vmlinuz"
-printf 'ibi fixture initramfs %s\n' "$kver" >"$tree/usr/lib/modules/$kver/initramfs.img"
-printf '%s\n' 'NAME="Red Hat Enterprise Linux CoreOS"' 'ID="rhcos"' 'ID_LIKE="rhel fedora"' \
-    'VERSION="416.94.202405140000-0"' 'OSTREE_VERSION="416.94.202405140000-0"' \
-    'PRETTY_NAME="Red Hat Enterprise Linux CoreOS 416.94.202405140000-0 (ibi seed fixture)"' \
-    >"$tree/usr/lib/os-release"
+mkdir -p "$tree"
+if [ -n "$tree_tar" ]; then
+    tar --numeric-owner -xf "$tree_tar" -C "$tree"
+else
+    mkdir -p "$tree/usr/lib/modules/$kver" "$tree/usr/bin"
+    printf 'ibi fixture kernel %s\n' "$kver" >"$tree/usr/lib/modules/$kver/vmlinuz"
+    printf 'ibi fixture initramfs %s\n' "$kver" >"$tree/usr/lib/modules/$kver/initramfs.img"
+    printf '%s\n' 'NAME="Red Hat Enterprise Linux CoreOS"' 'ID="rhcos"' 'ID_LIKE="rhel fedora"' \
+        'VERSION="416.94.202405140000-0"' 'OSTREE_VERSION="416.94.202405140000-0"' \
+        'PRETTY_NAME="Red Hat Enterprise Linux CoreOS 416.94.202405140000-0 (ibi seed fixture)"' \
+        >"$tree/usr/lib/os-release"
+    printf '#!/bin/sh\nexit 0\n' >"$tree/usr/bin/sh"
+    chmod 0755 "$tree/usr/bin/sh"
+fi
+mkdir -p "$tree/usr/bin" "$tree/usr/etc/ibi-fixture.d"
 printf 'rhcos-seed-tree\n' >"$tree/usr/etc/hostname"
 printf 'Welcome to the ibi seed fixture.\n' >"$tree/usr/etc/motd"
 printf 'from the seed commit\n' >"$tree/usr/etc/ibi-fixture.d/seed.conf"
-printf '#!/bin/sh\nexit 0\n' >"$tree/usr/bin/sh"
 printf '#!/bin/sh\necho "hello from the ibi seed fixture"\n' >"$tree/usr/bin/ibi-fixture-hello"
-chmod 0755 "$tree/usr/bin/sh" "$tree/usr/bin/ibi-fixture-hello"
+chmod 0755 "$tree/usr/bin/ibi-fixture-hello"
 
 repo=$work/ostree
 ostree init --mode=archive --repo="$repo"
@@ -225,6 +241,8 @@ printf '[origin]\ncontainer-image-reference=ostree-unverified-registry:%s\n' "${
 v=$work/var
 mkdir -p "$v/var/lib/kubelet/pki" "$v/var/lib/etcd/member/snap" "$v/var/lib/etcd/member/wal" \
     "$v/var/opt/ibi-fixture" "$v/var/seed_data" "$v/var/usrlocal/bin"
+# A bootable tree's journal persists (journald's Storage=auto), for the test to read after power-off.
+[ -z "$tree_tar" ] || mkdir -p "$v/var/log/journal"
 printf '%s' "$cluster_info" >"$v/var/seed_data/manifest.json"
 printf '%s' "$lca_cli" >"$v/var/usrlocal/bin/lca-cli"
 printf '%s\n' 'apiVersion: kubelet.config.k8s.io/v1beta1' 'kind: KubeletConfiguration' >"$v/var/lib/kubelet/config.yaml"
@@ -245,8 +263,10 @@ e=$work/etc
 mkdir -p "$e/etc/systemd/system/multi-user.target.wants" "$e/etc/kubernetes/static-pod-resources"
 printf 'seed-node\n' >"$e/etc/hostname"
 for unit in installation-configuration lca-init-monitor; do
-    printf '[Unit]\nDescription=%s (ibi fixture stub)\n\n[Service]\nType=oneshot\nExecStart=/usr/local/bin/lca-cli post-pivot\n\n[Install]\nWantedBy=multi-user.target\n' \
-        "$unit" >"$e/etc/systemd/system/$unit.service"
+    verb=post-pivot
+    [ "$unit" = lca-init-monitor ] && [ -n "$lca_cli_file" ] && verb=init-monitor
+    printf '[Unit]\nDescription=%s (ibi fixture stub)\n\n[Service]\nType=oneshot\nExecStart=/usr/local/bin/lca-cli %s\n\n[Install]\nWantedBy=multi-user.target\n' \
+        "$unit" "$verb" >"$e/etc/systemd/system/$unit.service"
     ln -s "/etc/systemd/system/$unit.service" "$e/etc/systemd/system/multi-user.target.wants/$unit.service"
 done
 printf 'fixture kubelet CA\n' >"$e/etc/kubernetes/kubelet-ca.crt"

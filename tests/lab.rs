@@ -14,7 +14,8 @@
 //! Factory phase: an installation ISO made by `ibi create image` from the lab's live ISO
 //! (tests/lab/live-iso.sh, standing in for the RHCOS live ISO) boots in a VM through `ibi deploy
 //! --phase factory`; `ibi agent install` installs the seed onto the VM's disk, which is then
-//! checked as the loop-device e2e test checks its own.
+//! checked as the loop-device e2e test checks its own; then the site phase runs on that disk, which
+//! boots the seed's deployment (a Debian tree, tests/lab/seed-tree.sh).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
@@ -50,8 +51,11 @@ ExecStart=/usr/local/sbin/lab-post-pivot
 WantedBy=multi-user.target
 ";
 
+/// Also the lab seed's `lca-cli` (the seed's `installation-configuration.service` runs `lca-cli
+/// post-pivot`; its `lca-init-monitor.service` runs `lca-cli init-monitor`, which does nothing here).
 const POST_PIVOT_SCRIPT: &str = r#"#!/bin/sh
 # Waits for the configuration folder as post-pivot does (bounded here), then records.
+[ $# -eq 0 ] || [ "$1" = post-pivot ] || exit 0
 i=0
 while [ ! -e /opt/openshift/cluster-configuration/manifest.json ] && [ $i -lt 900 ]; do
     sleep 1; i=$((i+1))
@@ -59,6 +63,7 @@ done
 mkdir -p /var/lib/lab
 {
     echo "waited=$i"
+    echo "cmdline=$(cat /proc/cmdline)"
     systemctl show ibi-fetch-config.service -p NRestarts -p Result -p ExecMainStatus \
         -p ExecMainExitTimestampMonotonic -p ActiveState
     systemctl show installation-configuration.service -p ExecMainStartTimestampMonotonic
@@ -152,12 +157,13 @@ fn iso_tree(iso: &Path, into: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     tree(into)
 }
 
-/// Journal entries of the guest (read from its disk) for `unit`, as JSON objects.
-fn journal(root: &Path, unit: &str) -> Vec<Value> {
+/// Journal entries of the guest (its journal folder `dir`, read from its disk) for `unit`, as JSON
+/// objects.
+fn journal(dir: &Path, unit: &str) -> Vec<Value> {
     let out = lab::run(
         Command::new("journalctl")
             .arg("-D")
-            .arg(root.join("var/log/journal"))
+            .arg(dir)
             .args(["-o", "json", "--no-pager"])
             .arg(format!("UNIT={unit}")),
         Duration::from_secs(60),
@@ -223,13 +229,49 @@ fn a_site_configuration_arrives_through_a_real_kernel_udev_and_systemd() {
     disk.with_root(&lab.dir.path().join("mnt"), false, install_host_side);
     let vm = lab.define("site", &disk.path);
     let emu_url = lab.start_emulator(&vm).url.clone();
-    let emu = lab.emulator.as_ref().unwrap();
     eprintln!(
         "lab: up in {:.1?} ({emu_url}, VM {})",
         started.elapsed(),
         vm.name
     );
+    let phase = run_site_phase(&lab, &vm);
+    eprintln!("lab: site phase done in {:.1?}", started.elapsed());
+    disk.with_root(&lab.dir.path().join("mnt"), true, |root| {
+        check_arrival(
+            &phase.iso(),
+            &phase.work.path().join("iso"),
+            &root.join("opt/openshift"),
+            &root.join("var"),
+        );
+    });
+}
 
+/// What a site phase leaves for the checks: its base folder (the site's ISO) and deploy's output.
+#[cfg(feature = "agent")]
+struct SitePhase {
+    base: tempfile::TempDir,
+    work: tempfile::TempDir,
+}
+
+#[cfg(feature = "agent")]
+impl SitePhase {
+    fn iso(&self) -> PathBuf {
+        self.base
+            .path()
+            .join("sites")
+            .join(SITE)
+            .join("imagebasedconfig.iso")
+    }
+}
+
+/// `ibi deploy --phase site` of the example fleet's first site, whose BMC is the lab's emulator of
+/// `vm`: the site's configuration ISO built, inserted through the emulator, the VM booted from its
+/// disk. The cluster's API is a stand-in (tests/common/kubeapi.rs) turned ready when the guest says
+/// the configuration arrived, so deploy's watch and eject run for real; deploy must end with the
+/// site done, the CD ejected and the VM off.
+#[cfg(feature = "agent")]
+fn run_site_phase(lab: &Lab, vm: &lab::Domain) -> SitePhase {
+    let emu = lab.emulator.as_ref().unwrap();
     let (base, names) = example_fleet_base(&[(emu, Some(&vm.uuid))]);
     assert_eq!(names, [SITE], "the example fleet's first site");
     let b = base.path();
@@ -277,15 +319,15 @@ fn a_site_configuration_arrives_through_a_real_kernel_udev_and_systemd() {
         ],
     );
     let booted = Instant::now();
-    let arrived = lab::wait_serial(&vm, ARRIVED, GUEST_WAIT);
+    let arrived = lab::wait_serial(vm, ARRIVED, GUEST_WAIT);
     let read =
         |s: &str| std::fs::read_to_string(work.path().join(format!("run.{s}"))).unwrap_or_default();
     if !arrived {
         common::deliver::stop_child(&mut deploy);
         panic!(
             "no '{ARRIVED}' within {GUEST_WAIT:?}; VM {}; serial:\n{}\ndeploy:\n{}\nemulator:\n{}",
-            lab.state(&vm),
-            lab::serial(&vm),
+            lab.state(vm),
+            lab::serial(vm),
             read("stderr"),
             emu.log()
         );
@@ -300,68 +342,71 @@ fn a_site_configuration_arrives_through_a_real_kernel_udev_and_systemd() {
     eprintln!("deploy stdout:\n{stdout}\ndeploy stderr:\n{stderr}");
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(
-        lab.wait_off(&vm, Duration::from_secs(180)),
+        lab.wait_off(vm, Duration::from_secs(180)),
         "the guest did not power off: {}",
-        lab.state(&vm)
+        lab.state(vm)
     );
-    eprintln!("lab: site phase done in {:.1?}", started.elapsed());
-
     // deploy ejected: sushy's eject removes the CD drive from the definition.
-    let definition = lab.definition(&vm);
+    let definition = lab.definition(vm);
     assert!(!definition.contains("device='cdrom'"), "{definition}");
     // The ISO went through the emulator into the storage pool from deploy's server.
-    assert!(read("stderr").contains("site a17: done"), "{stderr}");
+    assert!(stderr.contains("site a17: done"), "{stderr}");
+    SitePhase { base, work }
+}
 
-    let iso = b.join("sites").join(SITE).join("imagebasedconfig.iso");
-    let want = iso_tree(&iso, &work.path().join("iso"));
+/// The guest's side of a site phase, read from its disk after power-off: `opt` (its
+/// /opt/openshift) holds the ISO's tree byte for byte; its record in `var` (its /var) says ibi's
+/// unit ran once, at boot, successfully, and ended before post-pivot's stand-in started. Returns
+/// the record.
+#[cfg(feature = "agent")]
+fn check_arrival(iso: &Path, scratch: &Path, opt: &Path, var: &Path) -> String {
+    let want = iso_tree(iso, scratch);
     assert!(
         want.contains_key(Path::new("cluster-configuration/manifest.json")),
         "{:?}",
         want.keys()
     );
-    disk.with_root(&lab.dir.path().join("mnt"), true, |root| {
-        let got = tree(&root.join("opt/openshift"));
-        assert_eq!(
-            got.keys().collect::<Vec<_>>(),
-            want.keys().collect::<Vec<_>>(),
-            "the copied tree's files"
-        );
-        for (path, bytes) in &want {
-            assert!(
-                got[path] == *bytes,
-                "{} differs from the ISO's",
-                path.display()
-            );
-        }
-        let result = std::fs::read_to_string(root.join("var/lib/lab/result")).unwrap();
-        eprintln!("guest's record:\n{result}");
-        let field = |k: &str| {
-            result
-                .lines()
-                .find_map(|l| l.strip_prefix(&format!("{k}=")))
-                .unwrap_or_else(|| panic!("{k} not in {result}"))
-                .to_string()
-        };
-        assert_eq!(field("NRestarts"), "0", "ibi-fetch-config ran once");
-        assert_eq!(field("Result"), "success");
-        assert_eq!(field("ExecMainStatus"), "0");
-        let fetched: u64 = field("ExecMainExitTimestampMonotonic").parse().unwrap();
-        let post_pivot: u64 = field("ExecMainStartTimestampMonotonic").parse().unwrap();
+    let got = tree(opt);
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "the copied tree's files"
+    );
+    for (path, bytes) in &want {
         assert!(
-            fetched > 0 && fetched <= post_pivot,
-            "post-pivot started ({post_pivot} µs) before ibi's copy ended ({fetched} µs)"
+            got[path] == *bytes,
+            "{} differs from the ISO's",
+            path.display()
         );
-        // At boot, once: one start job for the unit in this boot's journal.
-        let entries = journal(root, "ibi-fetch-config.service");
-        let starts: Vec<&Value> = entries
-            .iter()
-            .filter(|e| e["JOB_TYPE"] == "start" && e["JOB_RESULT"] == "done")
-            .collect();
-        assert_eq!(starts.len(), 1, "{entries:#?}");
-        let boots: std::collections::HashSet<&Value> =
-            entries.iter().map(|e| &e["_BOOT_ID"]).collect();
-        assert_eq!(boots.len(), 1, "one boot");
-    });
+    }
+    let result = std::fs::read_to_string(var.join("lib/lab/result")).unwrap();
+    eprintln!("guest's record:\n{result}");
+    let field = |k: &str| {
+        result
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("{k} not in {result}"))
+            .to_string()
+    };
+    assert_eq!(field("NRestarts"), "0", "ibi-fetch-config ran once");
+    assert_eq!(field("Result"), "success");
+    assert_eq!(field("ExecMainStatus"), "0");
+    let fetched: u64 = field("ExecMainExitTimestampMonotonic").parse().unwrap();
+    let post_pivot: u64 = field("ExecMainStartTimestampMonotonic").parse().unwrap();
+    assert!(
+        fetched > 0 && fetched <= post_pivot,
+        "post-pivot started ({post_pivot} µs) before ibi's copy ended ({fetched} µs)"
+    );
+    // At boot, once: one start job for the unit in this boot's journal.
+    let entries = journal(&var.join("log/journal"), "ibi-fetch-config.service");
+    let starts: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["JOB_TYPE"] == "start" && e["JOB_RESULT"] == "done")
+        .collect();
+    assert_eq!(starts.len(), 1, "{entries:#?}");
+    let boots: std::collections::HashSet<&Value> = entries.iter().map(|e| &e["_BOOT_ID"]).collect();
+    assert_eq!(boots.len(), 1, "one boot");
+    result
 }
 
 /// `ibi boot --boot cd` against the libvirt driver, which keeps every boot override continuous
@@ -470,7 +515,15 @@ fn a_live_iso_of_the_coreos_layout_boots_and_ignition_applies_its_embedded_confi
         .unwrap()
         .set_len(1 << 30)
         .unwrap();
-    let vm = lab.define("live", &disk);
+    // UEFI firmware, as the hosts of an image-based install have: `ibi boot` keeps the mode.
+    let vm = lab.define_uefi(
+        "live",
+        &[lab::VmDisk {
+            path: &disk,
+            serial: None,
+            read_only: false,
+        }],
+    );
     lab.start_emulator(&vm);
     let emu = lab.emulator.as_ref().unwrap();
     let serve = common::deliver::Served::start(images.path(), &[]);
@@ -487,6 +540,15 @@ fn a_live_iso_of_the_coreos_layout_boots_and_ignition_applies_its_embedded_confi
     eprintln!(
         "lab: live ISO up, Ignition applied, {:.1?} after the boot",
         booted.elapsed()
+    );
+    assert_uefi_boot(&lab::serial(&vm));
+}
+
+/// The VM's firmware was OVMF (UEFI): its boot manager names what it started on the serial console.
+fn assert_uefi_boot(serial: &str) {
+    assert!(
+        serial.contains("BdsDxe: starting"),
+        "not booted by UEFI firmware:\n{serial}"
     );
 }
 
@@ -560,10 +622,13 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
 /// read-only virtual disk) and runs `ibi agent install` onto the VM's virtio disk; the VM powers
 /// off, deploy sees it, ejects and records the host done. The disk is then read on this side with
 /// the loop-device e2e test's checks (`common::agent::check_disk`), and must read exactly as the
-/// disk of the same install run here on a loop device does. Stand-ins: RHCOS (the live
-/// root is Debian; coreos-installer writes the fake metal image of `make-metal-image.sh`,
-/// nmstatectl applies only an empty state, there is no SELinux) and the seed (`make-real-seed.sh`,
-/// whose deployment does not boot).
+/// disk of the same install run here on a loop device does. Then the site phase runs on that disk:
+/// the VM boots it (UEFI, the metal image's boot loader following ostree's entry into the seed's
+/// deployment) and the site's configuration arrives as in the site phase test above. Stand-ins:
+/// RHCOS (the live root and the seed's tree are Debian, `tests/lab/seed-tree.sh`; coreos-installer
+/// writes the fake metal image of `make-metal-image.sh` with a GRUB script for a boot loader;
+/// nmstatectl applies only an empty state; there is no SELinux) and the seed's lca-cli (the
+/// post-pivot stand-in).
 #[cfg(feature = "agent")]
 #[test]
 fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
@@ -586,16 +651,25 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
     let stage = w.join("stage");
     let media = stage.join("srv/ibi-lab");
     std::fs::create_dir_all(&media).unwrap();
+    // A seed whose deployment boots (a Debian tree with an initramfs that pivots into it) and whose
+    // lca-cli is the lab's post-pivot stand-in; a metal image whose EFI-SYSTEM has a boot loader that
+    // follows ostree's entry, so the site phase can run on the disk the factory phase wrote.
     let seed = media.join("seed");
+    let lca_cli = w.join("lca-cli");
+    std::fs::write(&lca_cli, POST_PIVOT_SCRIPT).unwrap();
     lab::run(
         Command::new(fixture("make-real-seed.sh"))
             .arg(&seed)
-            .arg("4.16.0"),
+            .arg("4.16.0")
+            .env("SEED_TREE_TAR", lab::seed_tree().expect("the seed tree"))
+            .env("LCA_CLI", &lca_cli),
         limit,
     )
     .expect("make-real-seed.sh");
     lab::run(
-        Command::new(fixture("make-metal-image.sh")).arg(media.join("metal.img")),
+        Command::new(fixture("make-metal-image.sh"))
+            .arg(media.join("metal.img"))
+            .env("GRUB_EFI", "1"),
         limit,
     )
     .expect("make-metal-image.sh");
@@ -658,7 +732,7 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
         .unwrap()
         .set_len(common::agent::DISK_SIZE)
         .unwrap();
-    let vm = lab.define_disks(
+    let vm = lab.define_uefi(
         "factory",
         &[
             VmDisk {
@@ -742,6 +816,7 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
     );
     assert_eq!(status.code(), Some(0), "{stderr}\nserial:\n{serial}");
     assert!(stderr.contains("site f1: done"), "{stderr}");
+    assert_uefi_boot(&serial);
     assert!(
         lab.wait_off(&vm, Duration::from_secs(60)),
         "{}",
@@ -803,7 +878,51 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
         report, want,
         "the VM's disk differs from the loop-device install's"
     );
+    drop(reference);
     eprintln!("lab: the VM's disk reads as the loop-device install's");
+
+    // The site phase on that disk: the VM boots the seed's deployment from it (ostree's boot entry,
+    // the seed's kernel and initramfs), ibi's unit copies the site's configuration, the seed's own
+    // installation-configuration.service (lca-cli post-pivot, the lab's stand-in) finds it.
+    let site_started = Instant::now();
+    let phase = run_site_phase(&lab, &vm);
+    eprintln!(
+        "lab: site phase on the factory's disk done in {:.1?}",
+        site_started.elapsed()
+    );
+    let serial = lab::serial(&vm);
+    assert_uefi_boot(&serial);
+    assert!(
+        serial.contains("IBI-LAB: booting /ostree/rhcos_4.16.0-"),
+        "the metal image's boot loader did not boot the seed's deployment:\n{serial}"
+    );
+    let t = Target::adopt(&w.join("check-site"), &host_disk, "overlay");
+    let root_at = w.join("check-site/root");
+    let root = common::agent::Mounted::new(&t, "root", &root_at, Some("ro"));
+    let var = root_at.join("ostree/deploy/rhcos_4.16.0/var");
+    let record = check_arrival(
+        &phase.iso(),
+        &phase.work.path().join("iso"),
+        &var.join("opt/openshift"),
+        &var,
+    );
+    // It booted the deployment the agent made, through its boot entry: the entry's options (the
+    // seed's kernel arguments and ostree's) are the kernel's.
+    let cmdline = record
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdline="))
+        .unwrap_or_default();
+    for karg in report.bls_options[0].split(' ') {
+        assert!(
+            cmdline.split(' ').any(|a| a == karg),
+            "{karg} of the boot entry not in the guest's /proc/cmdline: {cmdline}"
+        );
+    }
+    drop((root, t));
+    eprintln!(
+        "lab: factory and site phase done in {:.1?}",
+        started.elapsed()
+    );
 }
 
 /// `ibi agent install` of `seed` onto a blank loop disk of the e2e test's size, here: the

@@ -139,6 +139,14 @@ pub fn live_iso() -> Result<PathBuf, String> {
     cached("live", "iso", "live-iso.sh", &["live", "live-root"])
 }
 
+/// The cached bootable seed tree (`tests/lab/seed-tree.sh`: Debian laid out for ostree, with a
+/// dracut initramfs that pivots into an ostree deployment), for `make-real-seed.sh`'s
+/// `SEED_TREE_TAR`; built if this version of the recipe has none yet (about two minutes and a half,
+/// once per machine).
+pub fn seed_tree() -> Result<PathBuf, String> {
+    cached("seed-tree", "tar", "seed-tree.sh", &[])
+}
+
 /// `~/.cache/ibi/lab/<name>-<hash>.<ext>`, made by `tests/lab/<script> OUT` when missing; the hash
 /// covers the script and every file of the folders `inputs` (under `tests/lab/`), so a change to
 /// the recipe builds anew. One builder per machine at a time (a lock file); older versions go.
@@ -395,6 +403,27 @@ impl Lab {
     /// [`Lab::define`] with several virtio disks: the first (`vda`) boots, the others follow as
     /// `vdb`, `vdc`, ...; a disk's `serial` names it in the guest (`/dev/disk/by-id/virtio-SERIAL`).
     pub fn define_disks(&mut self, name: &str, disks: &[VmDisk]) -> Domain {
+        self.define_with(name, disks, false)
+    }
+
+    /// [`Lab::define_disks`] with UEFI firmware (OVMF 4M, no secure boot, its variables from the
+    /// template sushy-tools' boot-loader map names; ACPI, which libvirt requires with it), as the
+    /// hosts of an image-based install boot: the emulator then reports `BootSourceOverrideMode:
+    /// UEFI` and ibi keeps it so.
+    pub fn define_uefi(&mut self, name: &str, disks: &[VmDisk]) -> Domain {
+        self.define_with(name, disks, true)
+    }
+
+    fn define_with(&mut self, name: &str, disks: &[VmDisk], uefi: bool) -> Domain {
+        let (firmware, features) = if uefi {
+            (
+                "<loader readonly='yes' type='pflash'>/usr/share/OVMF/OVMF_CODE_4M.fd</loader>\
+                 <nvram template='/usr/share/OVMF/OVMF_VARS_4M.fd'/>",
+                "\n  <features><acpi/></features>",
+            )
+        } else {
+            ("", "")
+        };
         let name = format!("{PREFIX}{name}-{}", std::process::id());
         let serial = self.dir.path().join(format!("{name}.serial.log"));
         let (kind, cpu) = if kvm_usable() {
@@ -407,7 +436,7 @@ impl Lab {
   <name>{name}</name>
   <memory unit='MiB'>2048</memory>
   <vcpu>1</vcpu>
-  <os><type arch='x86_64' machine='q35'>hvm</type></os>
+  <os><type arch='x86_64' machine='q35'>hvm</type>{firmware}</os>{features}
   {cpu}
   <clock offset='utc'/>
   <on_poweroff>destroy</on_poweroff>
