@@ -20,7 +20,7 @@ use super::status_token;
 use super::variant;
 use crate::config::{
     self, Finding, HostAgent, IMAGE_BASED_INSTALLATION_CONFIG_FILE, InstallationConfig,
-    ValidationError,
+    SeedEvidence, ValidationError,
 };
 use crate::ignition;
 use crate::iso9660::IsoReader;
@@ -91,7 +91,11 @@ pub fn plan(opts: &BuildOptions) -> Result<ImagePlan> {
     if let Some(r) = &opts.release_image {
         seed::parse_seed_reference(r).map_err(|e| anyhow::anyhow!("--release-image: {e}"))?;
     }
-    let seed_image = checked_seed_image(cfg, opts)?;
+    let (seed_image, evidence) = checked_seed_image(cfg, opts)?;
+    let host_agent_ibi = matches!(cfg.host_agent(), HostAgent::Ibi { .. });
+    for w in config::defect_warnings(&cfg.seed_version, &evidence, host_agent_ibi) {
+        warn!("{w}");
+    }
     let base = fetch_base_iso(cfg, opts, base_options)?;
     let layout = BaseLayout::read(&base, opts.force)?;
     let mut ign_inputs = ignition_inputs(cfg, inputs.post_sh.clone(), seed_image)?;
@@ -103,9 +107,13 @@ pub fn plan(opts: &BuildOptions) -> Result<ImagePlan> {
     Ok(ImagePlan { base, patches })
 }
 
-/// Runs the seed checks and returns the seed reference the host will pull: pinned by digest
-/// unless `--no-pin-seed`, so a moving tag cannot change what the factory installs.
-fn checked_seed_image(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<String> {
+/// Runs the seed checks and returns the seed reference the host will pull (pinned by digest
+/// unless `--no-pin-seed`, so a moving tag cannot change what the factory installs) and what the
+/// seed shows of the lifecycle-agent build that generated it.
+fn checked_seed_image(
+    cfg: &InstallationConfig,
+    opts: &BuildOptions,
+) -> Result<(String, SeedEvidence)> {
     let reference = seed::parse_seed_reference(&cfg.seed_image).map_err(|e| {
         let finding = finding("seedImage", e);
         anyhow::Error::new(ValidationError {
@@ -121,7 +129,7 @@ fn checked_seed_image(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<S
         Ok(info) => info,
         Err(e) if opts.skip_seed_checks => {
             warn!("seed checks skipped: {e:#}");
-            return Ok(cfg.seed_image.clone());
+            return Ok((cfg.seed_image.clone(), SeedEvidence::default()));
         }
         Err(e) => {
             return Err(e.context(format!(
@@ -134,10 +142,13 @@ fn checked_seed_image(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<S
         seed::check_seed(&info, &SeedExpectations::from_installation(cfg)),
         opts,
     )?;
-    Ok(match info.pinned_reference {
+    let evidence =
+        seed::defects::seed_evidence(&info, &cfg.seed_image, cfg.architecture(), &registry);
+    let image = match info.pinned_reference {
         Some(pinned) if !opts.no_pin_seed => pinned,
         _ => cfg.seed_image.clone(),
-    })
+    };
+    Ok((image, evidence))
 }
 
 fn report_seed_findings(found: Vec<seed::SeedFinding>, opts: &BuildOptions) -> Result<()> {

@@ -9,8 +9,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use crate::image_ref::parse_image_reference;
-use crate::seed::registry::{LayerOrder, RegistryOptions, read_layout_file, read_registry_file};
-use crate::seed::{SeedReference, parse_seed_reference};
+use crate::seed::defects::read_image_file;
+use crate::seed::registry::{LayerOrder, RegistryOptions};
 
 /// The ConfigMap of the release payload that holds the CoreOS stream (installer's `coreos-bootimages`).
 pub const BOOTIMAGES_MANIFEST: &str = "release-manifests/0000_50_installer_coreos-bootimages.yaml";
@@ -51,14 +51,14 @@ fn read_file(
     path: &str,
     order: LayerOrder,
 ) -> Result<Option<Vec<u8>>> {
-    match parse_seed_reference(reference).map_err(anyhow::Error::msg)? {
-        SeedReference::Registry(r) => {
-            read_registry_file(&r, architecture, registry, path, order, FILE_LIMIT)
-        }
-        SeedReference::OciLayout { path: dir, tag } => {
-            read_layout_file(&dir, tag.as_deref(), architecture, path, order, FILE_LIMIT)
-        }
-    }
+    read_image_file(
+        reference,
+        architecture,
+        registry,
+        path.into(),
+        order,
+        FILE_LIMIT,
+    )
 }
 
 /// The release payload the seed's cluster ran, from its `containers.list`.
