@@ -436,6 +436,123 @@ pub fn defect_warnings(
         .collect()
 }
 
+/// What ibi makes of a seed and a base live ISO together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pairing {
+    Fine,
+    Warn(String),
+    /// Refused before anything is written: the host would be wiped and left without an install.
+    Refuse(String),
+}
+
+/// The seed and the base ISO, as `create image` knows them.
+pub struct PairingInputs<'a> {
+    /// `seedVersion` (held equal to the seed's `seed_cluster_ocp_version` by the seed checks).
+    pub seed_version: &'a str,
+    /// The base ISO as messages name it (its volume ID and where it is).
+    pub iso: &'a str,
+    /// The RHEL major of the base ISO; `None` when its metadata does not say.
+    pub iso_rhel: Option<u32>,
+    /// `extraPartitionStart` as written to ibi-configuration.json (default `-40G`).
+    pub extra_partition_start: &'a str,
+    /// `hostAgent: lca`: the seed's own `lca-cli ibi` partitions the disk.
+    pub host_agent_lca: bool,
+    pub evidence: &'a SeedEvidence,
+}
+
+/// The alternative every refusal names: ibi's agent does not run the seed's lca-cli.
+const IBI_AGENT_ALTERNATIVE: &str = "or set hostAgent: ibi (with hostAgentImage): ibi's own agent \
+partitions the disk natively, without sgdisk or sfdisk, and is not affected";
+
+/// Whether the seed's `lca-cli ibi` can run on the base ISO; the rule of docs/create-image.md.
+pub fn live_iso_pairing(p: &PairingInputs<'_>) -> Pairing {
+    let Some(seed) = parse_minor_version(p.seed_version) else {
+        return Pairing::Fine;
+    };
+    let want = host_rhel(seed);
+    let Some(rhel) = p.iso_rhel else {
+        return Pairing::Warn(format!(
+            "could not tell which RHEL the base ISO {} is (its volume ID is not rhcos-<version> or \
+             scos-<version>); a {seed} seed needs a RHEL {want} live ISO (CoreOS stream {})",
+            p.iso,
+            coreos_stream(seed)
+        ));
+    };
+    match (p.host_agent_lca, rhel, seed.major) {
+        (true, 10, 4) => Pairing::Refuse(format!(
+            "the seed is {} (seedVersion), whose own lca-cli makes the extra partition with sgdisk (every \
+             lifecycle-agent release branch 4.16 to 4.22 does), and the base ISO {} is RHEL 10, which ships no \
+             sgdisk: lca-cli ibi would fail at the extra partition after it has wiped the disk (inferred from \
+             lifecycle-agent {}, not run). Use a RHEL 9 live ISO of the seed's release instead: leave out \
+             --base-iso and --coreos-stream so ibi takes it from the seed's release payload, or pass the \
+             stream that `openshift-install coreos print-stream-json` of {seed} prints; {IBI_AGENT_ALTERNATIVE}",
+            p.seed_version, p.iso, SFDISK_SINCE.0
+        )),
+        (true, 10, _) => rhel10_lca(p),
+        (_, got, _) if got != want => Pairing::Warn(format!(
+            "the seed is {} (seedVersion), a RHEL {want} line whose openshift-install boots a RHEL {want} live \
+             ISO (CoreOS stream {}), and the base ISO {} is RHEL {got}: this pairing is untested{}",
+            p.seed_version,
+            coreos_stream(seed),
+            p.iso,
+            if p.host_agent_lca {
+                ""
+            } else {
+                " (hostAgent: ibi partitions natively, so no sgdisk/sfdisk failure applies)"
+            }
+        )),
+        _ => Pairing::Fine,
+    }
+}
+
+/// A 5.x seed whose lca-cli runs on a RHEL 10 live ISO: fine only if its lifecycle-agent has both
+/// the sfdisk switch and, for a negative start, the fix of the negative start.
+fn rhel10_lca(p: &PairingInputs<'_>) -> Pairing {
+    let negative = p.extra_partition_start.trim_start().starts_with('-');
+    let day = p.evidence.created_day();
+    let (sfdisk, sfdisk_day) = SFDISK_SINCE;
+    let (fixed, fixed_day) = NEGATIVE_START_FIXED;
+    let regenerate =
+        format!("regenerate the seed with a lifecycle-agent that includes {fixed} ({fixed_day})");
+    match day {
+        Some(d) if d < sfdisk_day => {
+            return Pairing::Refuse(format!(
+                "the seed {} was created on {d}, before lifecycle-agent moved from sgdisk to sfdisk ({sfdisk}, \
+                 {sfdisk_day}), so its lca-cli calls sgdisk, which the RHEL 10 base ISO {} does not ship: lca-cli \
+                 ibi would fail at the extra partition after it has wiped the disk. Instead, {regenerate}, \
+                 {IBI_AGENT_ALTERNATIVE}",
+                p.seed_version, p.iso
+            ));
+        }
+        Some(d) if negative && d < fixed_day => {
+            return Pairing::Refuse(format!(
+                "the seed {} was created on {d}, before lifecycle-agent {fixed} ({fixed_day}) fixed a negative \
+                 extraPartitionStart under sfdisk; every lca-cli built before it fails on RHEL 10 with the start \
+                 {} (builds since {sfdisk} compute a wrong start, older ones lack sgdisk on the base ISO {}). \
+                 Instead, {regenerate}, {IBI_AGENT_ALTERNATIVE}",
+                p.seed_version, p.extra_partition_start, p.iso
+            ));
+        }
+        _ => {}
+    }
+    let created = day.map_or(String::new(), |d| format!(" (checked: created on {d})"));
+    let start = if negative {
+        format!(
+            "builds between {sfdisk} ({sfdisk_day}) and {fixed} ({fixed_day}) fail on a negative \
+             extraPartitionStart such as {}, and ",
+            p.extra_partition_start
+        )
+    } else {
+        String::new()
+    };
+    Pairing::Warn(format!(
+        "could not check the seed {} against the RHEL 10 base ISO {}: the seed does not record which \
+         lifecycle-agent build generated it{created}; {start}builds before {sfdisk} call sgdisk, which RHEL 10 \
+         does not ship. If its lifecycle-agent predates {fixed}, {regenerate}, {IBI_AGENT_ALTERNATIVE}",
+        p.seed_version, p.iso
+    ))
+}
+
 /// The seed lines as docs/create-image.md shows them.
 pub fn seed_lines_table() -> String {
     let mut s = String::from(
@@ -602,6 +719,99 @@ mod tests {
             "{}",
             w[0]
         );
+    }
+
+    fn pairing(
+        seed: &str,
+        rhel: Option<u32>,
+        start: &str,
+        lca: bool,
+        created: Option<&str>,
+    ) -> Pairing {
+        live_iso_pairing(&PairingInputs {
+            seed_version: seed,
+            iso: "rhcos-10.2.20260715-0 (/isos/live.iso)",
+            iso_rhel: rhel,
+            extra_partition_start: start,
+            host_agent_lca: lca,
+            evidence: &evidence(created, None),
+        })
+    }
+
+    #[test]
+    fn a_4x_seed_on_a_rhel_10_live_iso_is_refused_naming_both_and_the_way_out() {
+        let Pairing::Refuse(msg) = pairing("4.21.0", Some(10), "-40G", true, None) else {
+            panic!("not refused");
+        };
+        for part in [
+            "the seed is 4.21.0 (seedVersion)",
+            "sgdisk",
+            "the base ISO rhcos-10.2.20260715-0 (/isos/live.iso) is RHEL 10",
+            "after it has wiped the disk",
+            "leave out --base-iso and --coreos-stream",
+            "hostAgent: ibi",
+            "not affected",
+        ] {
+            assert!(msg.contains(part), "{part}: {msg}");
+        }
+        // hostAgent: ibi does not run the seed's lca-cli: a warning only.
+        assert!(matches!(
+            pairing("4.21.0", Some(10), "-40G", false, None),
+            Pairing::Warn(_)
+        ));
+        assert_eq!(
+            pairing("4.21.0", Some(9), "-40G", true, None),
+            Pairing::Fine
+        );
+    }
+
+    #[test]
+    fn a_5x_seed_older_than_the_negative_start_fix_is_refused_with_a_negative_start() {
+        let refuse = |p: Pairing| matches!(p, Pairing::Refuse(_));
+        let warn = |p: Pairing| matches!(p, Pairing::Warn(_));
+        // Before the sfdisk switch: sgdisk, whatever the start.
+        assert!(refuse(pairing(
+            "5.0.0",
+            Some(10),
+            "1000000",
+            true,
+            Some("2026-05-30T00:00:00Z")
+        )));
+        // In the window: a negative start fails, a positive one cannot be told.
+        let Pairing::Refuse(msg) = pairing(
+            "5.0.0",
+            Some(10),
+            "-40G",
+            true,
+            Some("2026-07-01T00:00:00Z"),
+        ) else {
+            panic!("not refused");
+        };
+        assert!(msg.contains("created on 2026-07-01, before lifecycle-agent 66bd55bb4 (2026-07-22) fixed a negative extraPartitionStart") && msg.contains("-40G") && msg.contains("hostAgent: ibi"), "{msg}");
+        assert!(warn(pairing(
+            "5.0.0",
+            Some(10),
+            "1000000",
+            true,
+            Some("2026-07-01T00:00:00Z")
+        )));
+        // Later or unknown: what could not be checked is said.
+        let Pairing::Warn(msg) = pairing(
+            "5.0.0",
+            Some(10),
+            "-40G",
+            true,
+            Some("2026-08-01T00:00:00Z"),
+        ) else {
+            panic!("no warning");
+        };
+        assert!(msg.contains("does not record which lifecycle-agent build generated it (checked: created on 2026-08-01)"), "{msg}");
+        assert_eq!(
+            pairing("5.0.0", Some(10), "-40G", false, None),
+            Pairing::Fine
+        );
+        assert!(warn(pairing("5.0.0", Some(9), "-40G", true, None)));
+        assert!(warn(pairing("5.0.0", None, "-40G", true, None)));
     }
 
     #[test]

@@ -19,8 +19,8 @@ use super::report;
 use super::status_token;
 use super::variant;
 use crate::config::{
-    self, Finding, HostAgent, IMAGE_BASED_INSTALLATION_CONFIG_FILE, InstallationConfig,
-    SeedEvidence, ValidationError,
+    self, Finding, HostAgent, IMAGE_BASED_INSTALLATION_CONFIG_FILE, InstallationConfig, Pairing,
+    PairingInputs, SeedEvidence, ValidationError,
 };
 use crate::ignition;
 use crate::iso9660::IsoReader;
@@ -28,6 +28,7 @@ use crate::live_iso::{self, EmbedArea, KargsAreas, LiveIsoError, Patch};
 use crate::seed::{self, SeedCheck, SeedExpectations, SeedReference};
 use crate::util::fs::{Clobber, SECRET_FILE_MODE, write_atomic_with};
 use crate::util::progress;
+use crate::util::text::escape_control;
 
 /// The installer's output name; docs and lifecycle-agent tooling refer to it.
 pub const OUTPUT_FILE: &str = "rhcos-ibi.iso";
@@ -98,6 +99,7 @@ pub fn plan(opts: &BuildOptions) -> Result<ImagePlan> {
     }
     let base = fetch_base_iso(cfg, opts, base_options)?;
     let layout = BaseLayout::read(&base, opts.force)?;
+    check_pairing(cfg, opts, &base, &layout.volume_id, &evidence)?;
     let mut ign_inputs = ignition_inputs(cfg, inputs.post_sh.clone(), seed_image)?;
     ign_inputs.status_report = status_report_inputs(&inputs, dir)?;
     let config = build_installation_ignition(&ign_inputs)?;
@@ -149,6 +151,40 @@ fn checked_seed_image(
         _ => cfg.seed_image.clone(),
     };
     Ok((image, evidence))
+}
+
+/// Refuses a base ISO the seed's own lca-cli cannot install from (before anything is written), and
+/// warns about a pairing openshift-install would not make; `--skip-seed-checks` makes a refusal a
+/// warning.
+fn check_pairing(
+    cfg: &InstallationConfig,
+    opts: &BuildOptions,
+    base: &Path,
+    volume_id: &str,
+    evidence: &SeedEvidence,
+) -> Result<()> {
+    let iso = format!("{} ({})", escape_control(volume_id), base.display());
+    let start = cfg.extra_partition_start();
+    let pairing = config::live_iso_pairing(&PairingInputs {
+        seed_version: &cfg.seed_version,
+        iso: &iso,
+        iso_rhel: base_iso::rhel_of_volume_id(volume_id),
+        extra_partition_start: start,
+        host_agent_lca: matches!(cfg.host_agent(), HostAgent::Lca),
+        evidence,
+    });
+    match pairing {
+        Pairing::Fine => Ok(()),
+        Pairing::Warn(m) => {
+            warn!("{m}");
+            Ok(())
+        }
+        Pairing::Refuse(m) if opts.skip_seed_checks => {
+            warn!("seed check (skipped): {m}");
+            Ok(())
+        }
+        Pairing::Refuse(m) => bail!("{m} (--skip-seed-checks builds it anyway)"),
+    }
 }
 
 fn report_seed_findings(found: Vec<seed::SeedFinding>, opts: &BuildOptions) -> Result<()> {
@@ -232,6 +268,8 @@ fn release_stream(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<(Stri
 
 /// Where the base ISO's embed areas are, found before anything is written.
 struct BaseLayout {
+    /// The ISO 9660 volume ID (`rhcos-<release>` on RHCOS): which OS the live ISO boots.
+    volume_id: String,
     ignition: EmbedArea,
     kargs: Option<(KargsAreas, String)>,
 }
@@ -241,6 +279,7 @@ impl BaseLayout {
         let file = File::open(base).with_context(|| format!("opening {}", base.display()))?;
         let mut iso =
             IsoReader::open(file).with_context(|| format!("reading {}", base.display()))?;
+        let volume_id = iso.volume_id().to_string();
         let ignition = live_iso::find_ignition_area(&mut iso)
             .with_context(|| format!("{} is not a CoreOS live ISO", base.display()))?;
         let kargs_areas = live_iso::find_kargs(&mut iso)
@@ -259,7 +298,11 @@ impl BaseLayout {
             }
             None => None,
         };
-        Ok(Self { ignition, kargs })
+        Ok(Self {
+            volume_id,
+            ignition,
+            kargs,
+        })
     }
 }
 
