@@ -239,22 +239,28 @@ fn fetch_base_iso(
     mut o: BaseIsoOptions,
 ) -> Result<PathBuf> {
     if !base_iso::has_source(&o) {
-        let (origin, json) = release_stream(cfg, opts).map_err(|e| {
+        let (origin, stream) = release_stream(cfg, opts).map_err(|e| {
             anyhow::anyhow!(
                 "no base ISO given, and the seed's release payload gave none ({e:#}); {}; or name a \
                  reachable release payload with --release-image REF",
                 base_iso::THREE_WAYS
             )
         })?;
-        tracing::info!("base ISO from the CoreOS stream of {origin}");
-        o.stream_json = Some((origin, json));
+        match &stream.name {
+            Some(name) => tracing::info!("base ISO from the CoreOS stream {name} of {origin}"),
+            None => tracing::info!("base ISO from the CoreOS stream of {origin}"),
+        }
+        o.stream_json = Some((origin, stream.json));
     }
     let source = base_iso::resolve_source(&o)?;
     base_iso::fetch(&source, &o).context("getting the base ISO")
 }
 
 /// The CoreOS stream of the release payload (`--release-image`, else the seed's) and where it came from.
-fn release_stream(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<(String, String)> {
+fn release_stream(
+    cfg: &InstallationConfig,
+    opts: &BuildOptions,
+) -> Result<(String, base_iso::release::BootStream)> {
     let registry =
         seed::registry_options(cfg, opts.insecure_registry.clone()).map_err(anyhow::Error::msg)?;
     let arch = cfg.architecture();
@@ -262,8 +268,8 @@ fn release_stream(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<(Stri
         Some(r) => r.clone(),
         None => base_iso::release::seed_release(&cfg.seed_image, arch, &registry)?,
     };
-    let json = base_iso::release::release_stream(&release, arch, &registry)?;
-    Ok((release, json))
+    let stream = base_iso::release::release_stream(&release, arch, &registry, &cfg.seed_version)?;
+    Ok((release, stream))
 }
 
 /// Where the base ISO's embed areas are, found before anything is written.
