@@ -42,13 +42,9 @@ fn serve(body: Vec<u8>) -> String {
     format!("http://{addr}")
 }
 
-/// An OCI layout `dir` holding a one-layer release payload tagged `tag` whose coreos-bootimages
-/// ConfigMap carries `stream`.
-fn release_layout(dir: &Path, tag: &str, stream: &str) {
-    let indented: String = stream.lines().map(|l| format!("    {l}\n")).collect();
-    let yaml = format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: coreos-bootimages\n  namespace: openshift-machine-config-operator\ndata:\n  stream: |\n{indented}"
-    );
+/// An OCI layout `dir` holding a one-layer release payload tagged `tag` whose one file is the
+/// coreos-bootimages ConfigMap `yaml`.
+fn bootimages_layout(dir: &Path, tag: &str, yaml: &str) {
     let mut tar = tar::Builder::new(Vec::new());
     let mut h = tar::Header::new_gnu();
     h.set_size(yaml.len() as u64);
@@ -61,6 +57,16 @@ fn release_layout(dir: &Path, tag: &str, stream: &str) {
     )
     .unwrap();
     common::registry::one_layer_layout(dir, tag, &tar.into_inner().unwrap());
+}
+
+/// An OCI layout `dir` holding a one-layer release payload tagged `tag` whose coreos-bootimages
+/// ConfigMap carries `stream`.
+fn release_layout(dir: &Path, tag: &str, stream: &str) {
+    let indented: String = stream.lines().map(|l| format!("    {l}\n")).collect();
+    let yaml = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: coreos-bootimages\n  namespace: openshift-machine-config-operator\ndata:\n  stream: |\n{indented}"
+    );
+    bootimages_layout(dir, tag, &yaml);
 }
 
 /// An OCI layout `dir` holding a release payload of `version` whose coreos-bootimages ConfigMap is
@@ -79,18 +85,7 @@ fn multi_stream_release_layout(dir: &Path, tag: &str, version: &str, streams: &[
         indent(default),
         indent(&all)
     );
-    let mut tar = tar::Builder::new(Vec::new());
-    let mut h = tar::Header::new_gnu();
-    h.set_size(yaml.len() as u64);
-    h.set_mode(0o644);
-    h.set_cksum();
-    tar.append_data(
-        &mut h,
-        "release-manifests/0000_50_installer_coreos-bootimages.yaml",
-        yaml.as_bytes(),
-    )
-    .unwrap();
-    common::registry::one_layer_layout(dir, tag, &tar.into_inner().unwrap());
+    bootimages_layout(dir, tag, &yaml);
 }
 
 /// The stream metadata naming the ISO at `url` with `sha256`.
