@@ -13,6 +13,13 @@
 #   SEED_MOUNT_TARGET (/dev/disk/by-partlabel/var-lib-containers)  SEED_TAG (= SEED_OCP_VERSION)
 #   SEED_CONTAINERS_LIST (the containers.list text; default: two release images and recert)
 #   SEED_INDEX (0; 1 wraps the manifest in an image index with its platform)
+#   SEED_CREATED (2024-05-14T00:00:00Z; the config's `created`, which podman sets when lca-cli create
+#                 builds a real seed: ibi dates the seed's lifecycle-agent build by it)
+#   SEED_CA_TRUST_AFTER (0; 1 orders installation-configuration.service
+#                        After=coreos-update-ca-trust.service, as lifecycle-agent 95c0672d1 and its
+#                        4.20-4.22 cherry-picks do)
+# Seeds of 4.21 and 5.0 as the tests use them: SEED_OCP_VERSION=4.21.0, SEED_OCP_VERSION=5.0.0
+# (with SEED_CREATED and SEED_CA_TRUST_AFTER for a seed generated before or after the fixes).
 # and, for the seed_cluster_info label (the same JSON as /manifest.json and var/seed_data/manifest.json):
 #   SEED_INFO_SHAPE (4.20: node_ips and machine_networks lists, as lifecycle-agent 4.20+ writes them;
 #                    4.16: one node_ip string and no machine_networks, as 4.16-4.19 write them)
@@ -37,11 +44,15 @@ node_ips=${SEED_NODE_IPS:-192.168.126.10}
 machine_networks=${SEED_MACHINE_NETWORKS-192.168.126.0/24}
 has_proxy=${SEED_HAS_PROXY:-false}
 has_fips=${SEED_HAS_FIPS:-false}
+created=${SEED_CREATED:-2024-05-14T00:00:00Z}
+ca_trust_after=${SEED_CA_TRUST_AFTER:-0}
 
 die() {
     echo "$0: $*" >&2
     exit 2
 }
+case $ca_trust_after in 0 | 1) ;; *) die "SEED_CA_TRUST_AFTER is 0 or 1, not '$ca_trust_after'" ;; esac
+case $created in [0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T*Z) ;; *) die "SEED_CREATED is RFC 3339 UTC, not '$created'" ;; esac
 for flag in "$has_proxy" "$has_fips"; do
     case $flag in true | false) ;; *) die "SEED_HAS_PROXY and SEED_HAS_FIPS are true or false, not '$flag'" ;; esac
 done
@@ -129,7 +140,11 @@ det_tgz "$v" "$root/var.tgz" var
 e=$work/etc
 mkdir -p "$e/etc/systemd/system/multi-user.target.wants" "$e/etc/mco" "$e/etc/kubernetes"
 for unit in installation-configuration lca-init-monitor; do
-    printf '[Unit]\nDescription=%s (ibi fixture stub)\n\n[Service]\nType=oneshot\nExecStart=/usr/local/bin/lca-cli post-pivot\n\n[Install]\nWantedBy=multi-user.target\n' \
+    after=''
+    if [ "$unit" = installation-configuration ] && [ "$ca_trust_after" = 1 ]; then
+        after='After=coreos-update-ca-trust.service\n'
+    fi
+    printf '[Unit]\nDescription=%s (ibi fixture stub)\n'"$after"'\n[Service]\nType=oneshot\nExecStart=/usr/local/bin/lca-cli post-pivot\n\n[Install]\nWantedBy=multi-user.target\n' \
         "$unit" >"$e/etc/systemd/system/$unit.service"
     ln -s "/etc/systemd/system/$unit.service" "$e/etc/systemd/system/multi-user.target.wants/$unit.service"
 done
@@ -174,7 +189,7 @@ blob() {
 }
 
 label=$(printf '%s' "$cluster_info" | sed 's/"/\\"/g')
-printf '%s' '{"created":"'$mtime'","architecture":"'$arch'","os":"linux","config":{"Labels":{"com.openshift.lifecycle-agent.seed_cluster_info":"'"$label"'","com.openshift.lifecycle-agent.seed_format_version":"'$format_version'"}},"rootfs":{"type":"layers","diff_ids":["sha256:'$diff_id'"]},"history":[{"created":"'$mtime'","created_by":"COPY . / # ibi seed fixture"}]}' >"$work/config.json"
+printf '%s' '{"created":"'$created'","architecture":"'$arch'","os":"linux","config":{"Labels":{"com.openshift.lifecycle-agent.seed_cluster_info":"'"$label"'","com.openshift.lifecycle-agent.seed_format_version":"'$format_version'"}},"rootfs":{"type":"layers","diff_ids":["sha256:'$diff_id'"]},"history":[{"created":"'$mtime'","created_by":"COPY . / # ibi seed fixture"}]}' >"$work/config.json"
 read -r config config_size < <(blob "$work/config.json")
 
 printf '%s' '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:'$config'","size":'$config_size'},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:'$layer'","size":'$(size "$work/layer.tar.gz")'}]}' >"$work/manifest.json"

@@ -5,6 +5,7 @@
 //! The checks return every finding at once and never decide severity: `--skip-seed-checks` makes the caller
 //! print them as warnings instead of failing.
 
+pub mod defects;
 mod image;
 pub mod preflight;
 pub mod registry;

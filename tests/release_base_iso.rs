@@ -3,7 +3,9 @@
 //! `release-manifests/0000_50_installer_coreos-bootimages.yaml`, whose stream names an ISO served on
 //! 127.0.0.1) and pushes it to a local docker-registry; a seed whose `containers.list` names it is
 //! found automatically, and `--release-image` names it directly. With the payload unreachable the error
-//! lists the three ways to give a base ISO.
+//! lists the three ways to give a base ISO. A 5.x payload (issue 23) carries both the rhel-9 and the
+//! rhel-10 stream (`data.streams`, with rhel-9 the default `data.stream`, as the installer's
+//! generator writes it): a 5.0 seed gets the RHEL 10 live ISO.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
@@ -40,13 +42,9 @@ fn serve(body: Vec<u8>) -> String {
     format!("http://{addr}")
 }
 
-/// An OCI layout `dir` holding a one-layer release payload tagged `tag` whose coreos-bootimages
-/// ConfigMap carries `stream`.
-fn release_layout(dir: &Path, tag: &str, stream: &str) {
-    let indented: String = stream.lines().map(|l| format!("    {l}\n")).collect();
-    let yaml = format!(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: coreos-bootimages\n  namespace: openshift-machine-config-operator\ndata:\n  stream: |\n{indented}"
-    );
+/// An OCI layout `dir` holding a one-layer release payload tagged `tag` whose one file is the
+/// coreos-bootimages ConfigMap `yaml`.
+fn bootimages_layout(dir: &Path, tag: &str, yaml: &str) {
     let mut tar = tar::Builder::new(Vec::new());
     let mut h = tar::Header::new_gnu();
     h.set_size(yaml.len() as u64);
@@ -61,6 +59,35 @@ fn release_layout(dir: &Path, tag: &str, stream: &str) {
     common::registry::one_layer_layout(dir, tag, &tar.into_inner().unwrap());
 }
 
+/// An OCI layout `dir` holding a one-layer release payload tagged `tag` whose coreos-bootimages
+/// ConfigMap carries `stream`.
+fn release_layout(dir: &Path, tag: &str, stream: &str) {
+    let indented: String = stream.lines().map(|l| format!("    {l}\n")).collect();
+    let yaml = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: coreos-bootimages\n  namespace: openshift-machine-config-operator\ndata:\n  stream: |\n{indented}"
+    );
+    bootimages_layout(dir, tag, &yaml);
+}
+
+/// An OCI layout `dir` holding a release payload of `version` whose coreos-bootimages ConfigMap is
+/// shaped as installer `hack/build-coreos-manifest.go` writes it with several streams: `data.stream`
+/// the rhel-9 one, `data.streams` a JSON object of every stream by name.
+fn multi_stream_release_layout(dir: &Path, tag: &str, version: &str, streams: &[(&str, String)]) {
+    let indent = |text: &str| -> String { text.lines().map(|l| format!("    {l}\n")).collect() };
+    let default = &streams.iter().find(|(n, _)| *n == "rhel-9").unwrap().1;
+    let all: serde_json::Map<String, serde_json::Value> = streams
+        .iter()
+        .map(|(n, j)| (n.to_string(), serde_json::from_str(j).unwrap()))
+        .collect();
+    let all = serde_json::to_string_pretty(&all).unwrap();
+    let yaml = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: coreos-bootimages\n  namespace: openshift-machine-config-operator\ndata:\n  releaseVersion: {version}\n  stream: |\n{}  streams: |\n{}",
+        indent(default),
+        indent(&all)
+    );
+    bootimages_layout(dir, tag, &yaml);
+}
+
 /// The stream metadata naming the ISO at `url` with `sha256`.
 fn stream(url: &str, sha256: &str) -> String {
     format!(
@@ -70,9 +97,19 @@ fn stream(url: &str, sha256: &str) -> String {
 
 /// `create image` in `dir` (seed `seed`) with a cache of its own and `extra` options.
 fn create_image(dir: &Path, seed: &str, cache: &Path, extra: &[&str]) -> Output {
+    create_image_of(dir, seed, "4.16.0", cache, extra)
+}
+
+/// `create image` for a seed of `version`.
+fn create_image_of(dir: &Path, seed: &str, version: &str, cache: &Path, extra: &[&str]) -> Output {
     let text = write_example_install(dir);
     let line = text.lines().find(|l| l.starts_with("seedImage:")).unwrap();
     let text = text.replace(line, &format!("seedImage: {seed}"));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("seedVersion:"))
+        .unwrap();
+    let text = text.replace(line, &format!("seedVersion: {version}"));
     fs::write(dir.join("image-based-installation-config.yaml"), text).unwrap();
     let mut args = vec!["create", "image", "--dir", dir.to_str().unwrap()];
     args.extend_from_slice(extra);
@@ -136,6 +173,72 @@ fn the_base_iso_comes_from_the_seeds_release_payload() {
         &release,
     ];
     assert_ok(&create_image(site.path(), &fixture, cache.path(), &args));
+    assert!(site.path().join("rhcos-ibi.iso").exists());
+}
+
+#[test]
+fn a_5_0_seed_gets_the_rhel_10_stream_of_its_release_payload() {
+    let Some(registry) =
+        TestRegistry::start("a_5_0_seed_gets_the_rhel_10_stream_of_its_release_payload")
+    else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    // One RHCOS-shaped live ISO per stream, each served on its own port under the installer's name.
+    let mut streams = Vec::new();
+    let mut isos = Vec::new();
+    for (name, release) in [("rhel-9", "9.8.20260428-0"), ("rhel-10", "10.2.20260715-0")] {
+        let bytes = SyntheticIso::rhcos(IgnitionLayout::WholeFile, true, release)
+            .to_vec()
+            .unwrap();
+        let file = format!("rhcos-{release}-live-iso.x86_64.iso");
+        let url = format!("{}/{file}", serve(bytes.clone()));
+        streams.push((name, stream(&url, &deliver::sha256(&bytes))));
+        isos.push((file, bytes));
+    }
+    let layout = work.path().join("release");
+    multi_stream_release_layout(&layout, "5.0.0-x86_64", "5.0.0", &streams);
+    let release = registry.push(&layout, "5.0.0-x86_64", "ocp/release");
+    let list = format!("{release}\n");
+    let seed = common::registry::versioned_seed(
+        "5.0.0",
+        &[
+            ("SEED_CONTAINERS_LIST", list.as_str()),
+            ("SEED_CREATED", "2026-08-10T12:00:00Z"),
+            ("SEED_CA_TRUST_AFTER", "1"),
+        ],
+    );
+    let seed_ref = format!("oci:{}:5.0.0", seed.path().join("seed").display());
+    let site = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let insecure = registry.addr.clone();
+    let out = create_image_of(
+        site.path(),
+        &seed_ref,
+        "5.0.0",
+        cache.path(),
+        &["--insecure-registry", &insecure, "--log-level", "info"],
+    );
+    assert_ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "base ISO from the CoreOS stream rhel-10 of {release}"
+        )),
+        "{err}"
+    );
+    let cache_dir = cache.path().join("ibi/image_cache");
+    let (rhel9, _) = &isos[0];
+    let (rhel10, rhel10_bytes) = &isos[1];
+    assert_eq!(
+        fs::read(cache_dir.join(rhel10)).ok().as_ref(),
+        Some(rhel10_bytes),
+        "the RHEL 10 live ISO was downloaded"
+    );
+    assert!(
+        !cache_dir.join(rhel9).exists(),
+        "not the default rhel-9 one"
+    );
     assert!(site.path().join("rhcos-ibi.iso").exists());
 }
 

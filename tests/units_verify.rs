@@ -129,10 +129,11 @@ fn units_pass_systemd_analyze_verify() {
 }
 
 #[test]
-fn fetch_config_unit_runs_before_post_pivot_and_waits_forever() {
+fn fetch_config_unit_runs_after_the_trust_update_before_post_pivot_and_waits_forever() {
     let unit = fs::read_to_string(units_dir().join("ibi-fetch-config.service")).unwrap();
     for line in [
         "Before=installation-configuration.service",
+        "After=coreos-update-ca-trust.service",
         "WantedBy=multi-user.target",
         "WantedBy=installation-configuration.service",
         "Type=oneshot",

@@ -228,6 +228,7 @@ pub fn seed_manifest(data: &[u8]) -> Result<(), String> {
         architecture: image.architecture,
         cluster_info: None,
         labels: image.labels,
+        created: image.created,
         source: image.source,
     };
     let want = ibi::seed::SeedExpectations {

@@ -7,9 +7,11 @@
 
 mod cache;
 mod download;
+mod live_os;
 pub mod release;
 mod source;
 mod stream;
+pub use live_os::{rhel_of_release, rhel_of_volume_id};
 pub use stream::parse_coreos_stream;
 
 pub use source::{

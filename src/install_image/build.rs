@@ -19,8 +19,8 @@ use super::report;
 use super::status_token;
 use super::variant;
 use crate::config::{
-    self, Finding, HostAgent, IMAGE_BASED_INSTALLATION_CONFIG_FILE, InstallationConfig,
-    ValidationError,
+    self, Finding, HostAgent, IMAGE_BASED_INSTALLATION_CONFIG_FILE, InstallationConfig, Pairing,
+    PairingInputs, SeedEvidence, ValidationError,
 };
 use crate::ignition;
 use crate::iso9660::IsoReader;
@@ -28,6 +28,7 @@ use crate::live_iso::{self, EmbedArea, KargsAreas, LiveIsoError, Patch};
 use crate::seed::{self, SeedCheck, SeedExpectations, SeedReference};
 use crate::util::fs::{Clobber, SECRET_FILE_MODE, write_atomic_with};
 use crate::util::progress;
+use crate::util::text::escape_control;
 
 /// The installer's output name; docs and lifecycle-agent tooling refer to it.
 pub const OUTPUT_FILE: &str = "rhcos-ibi.iso";
@@ -91,9 +92,14 @@ pub fn plan(opts: &BuildOptions) -> Result<ImagePlan> {
     if let Some(r) = &opts.release_image {
         seed::parse_seed_reference(r).map_err(|e| anyhow::anyhow!("--release-image: {e}"))?;
     }
-    let seed_image = checked_seed_image(cfg, opts)?;
+    let (seed_image, evidence) = checked_seed_image(cfg, opts)?;
+    let host_agent_ibi = matches!(cfg.host_agent(), HostAgent::Ibi { .. });
+    for w in config::defect_warnings(&cfg.seed_version, &evidence, host_agent_ibi) {
+        warn!("{w}");
+    }
     let base = fetch_base_iso(cfg, opts, base_options)?;
     let layout = BaseLayout::read(&base, opts.force)?;
+    check_pairing(cfg, opts, &base, &layout.volume_id, &evidence)?;
     let mut ign_inputs = ignition_inputs(cfg, inputs.post_sh.clone(), seed_image)?;
     ign_inputs.status_report = status_report_inputs(&inputs, dir)?;
     let config = build_installation_ignition(&ign_inputs)?;
@@ -103,9 +109,13 @@ pub fn plan(opts: &BuildOptions) -> Result<ImagePlan> {
     Ok(ImagePlan { base, patches })
 }
 
-/// Runs the seed checks and returns the seed reference the host will pull: pinned by digest
-/// unless `--no-pin-seed`, so a moving tag cannot change what the factory installs.
-fn checked_seed_image(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<String> {
+/// Runs the seed checks and returns the seed reference the host will pull (pinned by digest
+/// unless `--no-pin-seed`, so a moving tag cannot change what the factory installs) and what the
+/// seed shows of the lifecycle-agent build that generated it.
+fn checked_seed_image(
+    cfg: &InstallationConfig,
+    opts: &BuildOptions,
+) -> Result<(String, SeedEvidence)> {
     let reference = seed::parse_seed_reference(&cfg.seed_image).map_err(|e| {
         let finding = finding("seedImage", e);
         anyhow::Error::new(ValidationError {
@@ -121,7 +131,7 @@ fn checked_seed_image(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<S
         Ok(info) => info,
         Err(e) if opts.skip_seed_checks => {
             warn!("seed checks skipped: {e:#}");
-            return Ok(cfg.seed_image.clone());
+            return Ok((cfg.seed_image.clone(), SeedEvidence::default()));
         }
         Err(e) => {
             return Err(e.context(format!(
@@ -134,10 +144,47 @@ fn checked_seed_image(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<S
         seed::check_seed(&info, &SeedExpectations::from_installation(cfg)),
         opts,
     )?;
-    Ok(match info.pinned_reference {
+    let evidence =
+        seed::defects::seed_evidence(&info, &cfg.seed_image, cfg.architecture(), &registry);
+    let image = match info.pinned_reference {
         Some(pinned) if !opts.no_pin_seed => pinned,
         _ => cfg.seed_image.clone(),
-    })
+    };
+    Ok((image, evidence))
+}
+
+/// Refuses a base ISO the seed's own lca-cli cannot install from (before anything is written), and
+/// warns about a pairing openshift-install would not make; `--skip-seed-checks` makes a refusal a
+/// warning.
+fn check_pairing(
+    cfg: &InstallationConfig,
+    opts: &BuildOptions,
+    base: &Path,
+    volume_id: &str,
+    evidence: &SeedEvidence,
+) -> Result<()> {
+    let iso = format!("{} ({})", escape_control(volume_id), base.display());
+    let start = cfg.extra_partition_start();
+    let pairing = config::live_iso_pairing(&PairingInputs {
+        seed_version: &cfg.seed_version,
+        iso: &iso,
+        iso_rhel: base_iso::rhel_of_volume_id(volume_id),
+        extra_partition_start: start,
+        host_agent_lca: matches!(cfg.host_agent(), HostAgent::Lca),
+        evidence,
+    });
+    match pairing {
+        Pairing::Fine => Ok(()),
+        Pairing::Warn(m) => {
+            warn!("{m}");
+            Ok(())
+        }
+        Pairing::Refuse(m) if opts.skip_seed_checks => {
+            warn!("seed check (skipped): {m}");
+            Ok(())
+        }
+        Pairing::Refuse(m) => bail!("{m} (--skip-seed-checks builds it anyway)"),
+    }
 }
 
 fn report_seed_findings(found: Vec<seed::SeedFinding>, opts: &BuildOptions) -> Result<()> {
@@ -192,22 +239,28 @@ fn fetch_base_iso(
     mut o: BaseIsoOptions,
 ) -> Result<PathBuf> {
     if !base_iso::has_source(&o) {
-        let (origin, json) = release_stream(cfg, opts).map_err(|e| {
+        let (origin, stream) = release_stream(cfg, opts).map_err(|e| {
             anyhow::anyhow!(
                 "no base ISO given, and the seed's release payload gave none ({e:#}); {}; or name a \
                  reachable release payload with --release-image REF",
                 base_iso::THREE_WAYS
             )
         })?;
-        tracing::info!("base ISO from the CoreOS stream of {origin}");
-        o.stream_json = Some((origin, json));
+        match &stream.name {
+            Some(name) => tracing::info!("base ISO from the CoreOS stream {name} of {origin}"),
+            None => tracing::info!("base ISO from the CoreOS stream of {origin}"),
+        }
+        o.stream_json = Some((origin, stream.json));
     }
     let source = base_iso::resolve_source(&o)?;
     base_iso::fetch(&source, &o).context("getting the base ISO")
 }
 
 /// The CoreOS stream of the release payload (`--release-image`, else the seed's) and where it came from.
-fn release_stream(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<(String, String)> {
+fn release_stream(
+    cfg: &InstallationConfig,
+    opts: &BuildOptions,
+) -> Result<(String, base_iso::release::BootStream)> {
     let registry =
         seed::registry_options(cfg, opts.insecure_registry.clone()).map_err(anyhow::Error::msg)?;
     let arch = cfg.architecture();
@@ -215,12 +268,14 @@ fn release_stream(cfg: &InstallationConfig, opts: &BuildOptions) -> Result<(Stri
         Some(r) => r.clone(),
         None => base_iso::release::seed_release(&cfg.seed_image, arch, &registry)?,
     };
-    let json = base_iso::release::release_stream(&release, arch, &registry)?;
-    Ok((release, json))
+    let stream = base_iso::release::release_stream(&release, arch, &registry, &cfg.seed_version)?;
+    Ok((release, stream))
 }
 
 /// Where the base ISO's embed areas are, found before anything is written.
 struct BaseLayout {
+    /// The ISO 9660 volume ID (`rhcos-<release>` on RHCOS): which OS the live ISO boots.
+    volume_id: String,
     ignition: EmbedArea,
     kargs: Option<(KargsAreas, String)>,
 }
@@ -230,6 +285,7 @@ impl BaseLayout {
         let file = File::open(base).with_context(|| format!("opening {}", base.display()))?;
         let mut iso =
             IsoReader::open(file).with_context(|| format!("reading {}", base.display()))?;
+        let volume_id = iso.volume_id().to_string();
         let ignition = live_iso::find_ignition_area(&mut iso)
             .with_context(|| format!("{} is not a CoreOS live ISO", base.display()))?;
         let kargs_areas = live_iso::find_kargs(&mut iso)
@@ -248,7 +304,11 @@ impl BaseLayout {
             }
             None => None,
         };
-        Ok(Self { ignition, kargs })
+        Ok(Self {
+            volume_id,
+            ignition,
+            kargs,
+        })
     }
 }
 

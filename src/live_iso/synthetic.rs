@@ -64,6 +64,9 @@ pub struct SyntheticIso {
     /// Zero-fill the file to this many bytes past the ISO volume, as cosa's fixtures do; for
     /// benchmark-sized images. Smaller values change nothing.
     pub pad_to: Option<u64>,
+    /// The ISO 9660 volume ID, also the `coreos.liveiso=` karg: [`VOLUME_ID`], or an OS's own
+    /// (`rhcos-10.2.20260715-0`: see [`SyntheticIso::rhcos`]).
+    pub volume_id: String,
 }
 
 impl SyntheticIso {
@@ -72,7 +75,22 @@ impl SyntheticIso {
             layout,
             kargs,
             pad_to: None,
+            volume_id: VOLUME_ID.to_string(),
         }
+    }
+
+    /// An RHCOS-shaped image of `release` (`10.2.20260715-0`, `9.8.20260428-0`): coreos-assembler
+    /// names the volume `rhcos-<release>`, which is how a reader tells RHEL 10 from RHEL 9.
+    pub fn rhcos(layout: IgnitionLayout, kargs: bool, release: &str) -> Self {
+        Self {
+            volume_id: format!("rhcos-{release}"),
+            ..Self::new(layout, kargs)
+        }
+    }
+
+    /// The pristine kargs: [`DEFAULT_KARGS`] with this image's volume ID.
+    pub fn default_kargs(&self) -> String {
+        DEFAULT_KARGS.replace(VOLUME_ID, &self.volume_id)
     }
 
     /// Every layout, with and without kargs.
@@ -123,7 +141,7 @@ impl SyntheticIso {
             count: 0,
         };
         let opts = WriteOptions {
-            volume_id: VOLUME_ID.to_string(),
+            volume_id: self.volume_id.clone(),
             timestamp: TIMESTAMP,
         };
         self.builder()?.write(&opts, &mut out)?;
@@ -154,9 +172,10 @@ impl SyntheticIso {
         img[..head.len()].copy_from_slice(head);
         img[CDBOOT_AREA_OFFSET..CDBOOT_AREA_OFFSET + IGNITION_AREA_LEN as usize].fill(0);
         if self.kargs {
-            let slot = slot_bytes(S390X_SLOT_SIZE, 0, 0);
+            let slot = slot_bytes(&self.default_kargs(), S390X_SLOT_SIZE, 0, 0);
             img[CDBOOT_KARGS_OFFSET..CDBOOT_KARGS_OFFSET + slot.len()].copy_from_slice(&slot);
             let kargs = kargs_json(
+                &self.default_kargs(),
                 S390X_SLOT_SIZE,
                 &[("images/cdboot.img", CDBOOT_KARGS_OFFSET, Some(("\0", "\0")))],
             );
@@ -195,7 +214,11 @@ impl SyntheticIso {
             ("EFI/fedora/grub.cfg", grub_at, fill),
             ("isolinux/isolinux.cfg", isolinux_at, fill),
         ];
-        b.add_file("coreos/kargs.json", kargs_json(X86_SLOT_SIZE, &files), MODE)
+        b.add_file(
+            "coreos/kargs.json",
+            kargs_json(&self.default_kargs(), X86_SLOT_SIZE, &files),
+            MODE,
+        )
     }
 
     /// A bootloader config: `head`, then the slot and its marker (or the fixed kargs), then
@@ -203,10 +226,15 @@ impl SyntheticIso {
     fn boot_config(&self, head: &str, tail: &str) -> (Vec<u8>, usize) {
         let mut out = head.as_bytes().to_vec();
         if self.kargs {
-            out.extend(slot_bytes(X86_SLOT_SIZE, b'\n', b'#'));
+            out.extend(slot_bytes(
+                &self.default_kargs(),
+                X86_SLOT_SIZE,
+                b'\n',
+                b'#',
+            ));
             out.extend_from_slice(KARG_MARKER.as_bytes());
         } else {
-            out.extend_from_slice(DEFAULT_KARGS.as_bytes());
+            out.extend_from_slice(self.default_kargs().as_bytes());
         }
         out.extend_from_slice(tail.as_bytes());
         (out, head.len())
@@ -214,8 +242,8 @@ impl SyntheticIso {
 }
 
 /// A pristine slot: the default kargs, the end byte, padding.
-fn slot_bytes(size: usize, end: u8, pad: u8) -> Vec<u8> {
-    let mut slot = DEFAULT_KARGS.as_bytes().to_vec();
+fn slot_bytes(kargs: &str, size: usize, end: u8, pad: u8) -> Vec<u8> {
+    let mut slot = kargs.as_bytes().to_vec();
     slot.push(end);
     slot.resize(size, pad);
     slot
@@ -225,7 +253,7 @@ fn slot_bytes(size: usize, end: u8, pad: u8) -> Vec<u8> {
 type SlotSpec<'a> = (&'a str, usize, Option<(&'a str, &'a str)>);
 
 /// `coreos/kargs.json` with one entry per slot.
-fn kargs_json(size: usize, files: &[SlotSpec<'_>]) -> Vec<u8> {
+fn kargs_json(kargs: &str, size: usize, files: &[SlotSpec<'_>]) -> Vec<u8> {
     let files: Vec<serde_json::Value> = files
         .iter()
         .map(|&(path, offset, fill)| match fill {
@@ -233,7 +261,7 @@ fn kargs_json(size: usize, files: &[SlotSpec<'_>]) -> Vec<u8> {
             None => json!({"path": path, "offset": offset}),
         })
         .collect();
-    json_bytes(&json!({"default": DEFAULT_KARGS, "files": files, "size": size}))
+    json_bytes(&json!({"default": kargs, "files": files, "size": size}))
 }
 
 fn features() -> Vec<u8> {

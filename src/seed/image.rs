@@ -132,6 +132,8 @@ pub struct SeedInfo {
     pub labels: BTreeMap<String, String>,
     /// The decoded `seed_cluster_info` label; `None` when it is absent or undecodable (a check reports why).
     pub cluster_info: Option<SeedClusterInfo>,
+    /// The image config's `created`: when `lca-cli create` built the seed (podman sets it).
+    pub created: Option<String>,
     /// Where it was read (a mirror, the source, or `oci:…`).
     pub source: String,
 }
@@ -165,6 +167,7 @@ pub fn inspect_seed(
         architecture: image.architecture,
         labels: image.labels,
         cluster_info,
+        created: image.created,
         source: image.source,
     })
 }
@@ -518,6 +521,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             cluster_info: None,
+            created: None,
             source: "test".into(),
         }
     }

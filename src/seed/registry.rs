@@ -13,7 +13,7 @@ mod client;
 mod files;
 mod mirrors;
 pub use auth::{Credentials, PullSecret, parse_pull_secret};
-pub use files::{LayerOrder, read_layout_file, read_registry_file};
+pub use files::{ImagePath, LayerOrder, read_layout_file, read_registry_file};
 pub use mirrors::pull_endpoints;
 
 pub use client::{

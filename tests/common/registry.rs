@@ -45,13 +45,14 @@ pub const LISTS_SINCE_MINOR: u32 = 20;
 
 /// A seed of OpenShift `version` (tag = version) whose seed_cluster_info has the shape that version's
 /// lifecycle-agent writes, plus `vars` (SEED_HAS_PROXY, SEED_NODE_IPS, …); the layout is `dir/seed`.
+/// 5.x seeds have the 4.20 shape: lifecycle-agent's `main` (5.0) writes what release-4.22 writes.
 pub fn versioned_seed(version: &str, vars: &[(&str, &str)]) -> tempfile::TempDir {
-    let minor: u32 = version
-        .split('.')
-        .nth(1)
-        .and_then(|m| m.parse().ok())
-        .expect("version 4.N.x");
-    let shape = if minor < LISTS_SINCE_MINOR {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
+    let (major, minor) = match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor),
+        _ => panic!("version {version} is not N.N.x"),
+    };
+    let shape = if (major, minor) < (4, LISTS_SINCE_MINOR) {
         "4.16"
     } else {
         "4.20"

@@ -226,3 +226,20 @@ fn legacy_corekarg_header_is_read_when_kargs_json_is_absent() {
         "{err}"
     );
 }
+
+#[test]
+fn an_rhcos_shaped_image_carries_its_release_in_the_volume_id_and_kargs() {
+    let s = SyntheticIso::rhcos(IgnitionLayout::WholeFile, true, "10.2.20260715-0");
+    let image = s.to_vec().unwrap();
+    let iso = IsoReader::open(Cursor::new(&image)).unwrap();
+    assert_eq!(iso.volume_id(), "rhcos-10.2.20260715-0");
+    let (_, kargs) = locate(&image);
+    let kargs = kargs.unwrap();
+    let current = read_kargs(&mut Cursor::new(&image), &kargs).unwrap();
+    assert!(
+        current.contains(" coreos.liveiso=rhcos-10.2.20260715-0 "),
+        "{current}"
+    );
+    assert_eq!(current, kargs.default);
+    assert_eq!(s.default_kargs(), current);
+}

@@ -113,6 +113,8 @@ pub struct ImageInfo {
     pub architecture: String,
     pub os: String,
     pub labels: BTreeMap<String, String>,
+    /// The config's `created` (RFC 3339), when it has one.
+    pub created: Option<String>,
     pub layer_count: usize,
     /// Where the image was read: the mirror or source reference, or `oci:DIR[:TAG]`.
     pub source: String,
@@ -153,6 +155,8 @@ pub(super) struct Manifest {
 struct ConfigFile {
     #[serde(default)]
     architecture: String,
+    #[serde(default)]
+    created: Option<String>,
     #[serde(default)]
     os: String,
     #[serde(default)]
@@ -231,6 +235,7 @@ fn image_info(
         architecture: file.architecture,
         os: file.os,
         labels: file.config.and_then(|c| c.labels).unwrap_or_default(),
+        created: file.created,
         layer_count: manifest.layers.len(),
         source,
     })

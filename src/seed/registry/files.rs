@@ -26,6 +26,29 @@ pub enum LayerOrder {
     LastToFirst,
 }
 
+/// A file in an image: `outer`, relative to the image root, or with `inner` the member `inner` of the
+/// tar (plain or gzip) archive `outer` (a seed's `etc.tgz`), read as a stream without unpacking the archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImagePath<'a> {
+    pub outer: &'a str,
+    pub inner: Option<&'a str>,
+}
+
+impl<'a> From<&'a str> for ImagePath<'a> {
+    fn from(outer: &'a str) -> Self {
+        ImagePath { outer, inner: None }
+    }
+}
+
+impl std::fmt::Display for ImagePath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.inner {
+            Some(inner) => write!(f, "{inner} in {}", self.outer),
+            None => f.write_str(self.outer),
+        }
+    }
+}
+
 /// Chunks in flight between the download and the tar reader.
 const CHANNEL_DEPTH: usize = 8;
 
@@ -35,7 +58,7 @@ pub fn read_registry_file(
     reference: &ImageReference,
     architecture: &str,
     opts: &RegistryOptions,
-    path: &str,
+    path: ImagePath<'_>,
     order: LayerOrder,
     limit: u64,
 ) -> Result<Option<Vec<u8>>> {
@@ -85,7 +108,7 @@ pub fn read_layout_file(
     dir: &Path,
     tag: Option<&str>,
     architecture: &str,
-    path: &str,
+    path: ImagePath<'_>,
     order: LayerOrder,
     limit: u64,
 ) -> Result<Option<Vec<u8>>> {
@@ -114,7 +137,7 @@ fn ordered(layers: &[Descriptor], order: LayerOrder) -> Vec<&Descriptor> {
 /// Runs `download` (which writes the layer into the sender) beside a thread that searches what it
 /// receives. A download cut short because the file was found is not an error.
 fn search_stream<E: std::error::Error + Send + Sync + 'static>(
-    path: &str,
+    path: ImagePath<'_>,
     limit: u64,
     download: impl FnOnce(SyncSender<Vec<u8>>) -> Result<(), E>,
 ) -> Result<Option<Vec<u8>>> {
@@ -134,7 +157,7 @@ fn search_stream<E: std::error::Error + Send + Sync + 'static>(
 }
 
 /// Searches a layer (gzip-compressed or plain tar) for `path`; `./`-prefixed names match too.
-fn find_in_layer(r: impl Read, path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+fn find_in_layer(r: impl Read, path: ImagePath<'_>, limit: u64) -> Result<Option<Vec<u8>>> {
     let mut r = io::BufReader::new(r);
     let head = io::BufRead::fill_buf(&mut r).context("reading the layer")?;
     let gzip = head.starts_with(&[0x1f, 0x8b]);
@@ -143,7 +166,7 @@ fn find_in_layer(r: impl Read, path: &str, limit: u64) -> Result<Option<Vec<u8>>
     } else {
         Box::new(r)
     };
-    let want = path.trim_start_matches('/');
+    let want = path.outer.trim_start_matches('/');
     let mut archive = tar::Archive::new(reader);
     for entry in archive.entries().context("reading the layer's tar")? {
         let entry = entry.context("reading the layer's tar")?;
@@ -151,6 +174,10 @@ fn find_in_layer(r: impl Read, path: &str, limit: u64) -> Result<Option<Vec<u8>>
         let name = name.to_string_lossy();
         if name.trim_start_matches("./").trim_start_matches('/') != want {
             continue;
+        }
+        if let Some(inner) = path.inner {
+            return find_in_layer(entry, inner.into(), limit)
+                .with_context(|| format!("reading {}", path.outer));
         }
         if entry.header().size().unwrap_or(0) > limit {
             bail!("{path} is over {limit} bytes");
@@ -256,13 +283,13 @@ mod tests {
         let files: &[(&str, &[u8])] = &[("./a", b"x"), ("containers.list", b"q.io/r@sha256:1")];
         for gzip in [false, true] {
             let l = layer(files, gzip);
-            let got = find_in_layer(&l[..], "/containers.list", 100).unwrap();
+            let got = find_in_layer(&l[..], "/containers.list".into(), 100).unwrap();
             assert_eq!(got.as_deref(), Some(&b"q.io/r@sha256:1"[..]));
-            assert_eq!(find_in_layer(&l[..], "b", 100).unwrap(), None);
-            assert!(find_in_layer(&l[..], "containers.list", 3).is_err());
+            assert_eq!(find_in_layer(&l[..], "b".into(), 100).unwrap(), None);
+            assert!(find_in_layer(&l[..], "containers.list".into(), 3).is_err());
         }
         let l = layer(files, true);
-        let got = search_stream("containers.list", 100, |tx| {
+        let got = search_stream("containers.list".into(), 100, |tx| {
             for c in l.chunks(7) {
                 if tx.send(c.to_vec()).is_err() {
                     return Err(io::Error::other("stopped early"));
@@ -272,5 +299,27 @@ mod tests {
         })
         .unwrap();
         assert_eq!(got.as_deref(), Some(&b"q.io/r@sha256:1"[..]));
+    }
+
+    #[test]
+    fn finds_a_member_of_an_archive_inside_the_layer() {
+        let unit = b"[Unit]\nAfter=coreos-update-ca-trust.service\n";
+        let etc = layer(
+            &[("etc/motd", b"hi"), ("etc/systemd/system/x.service", unit)],
+            true,
+        );
+        let l = layer(&[("containers.list", b"q"), ("etc.tgz", &etc)], true);
+        let path = ImagePath {
+            outer: "etc.tgz",
+            inner: Some("etc/systemd/system/x.service"),
+        };
+        let got = find_in_layer(&l[..], path, 100).unwrap();
+        assert_eq!(got.as_deref(), Some(&unit[..]));
+        let missing = ImagePath {
+            outer: "etc.tgz",
+            inner: Some("etc/none"),
+        };
+        assert_eq!(find_in_layer(&l[..], missing, 100).unwrap(), None);
+        assert_eq!(path.to_string(), "etc/systemd/system/x.service in etc.tgz");
     }
 }
