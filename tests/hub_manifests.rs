@@ -305,24 +305,6 @@ fn kubectl_takes_every_object(hub_dir: &Path, files: &[PathBuf]) {
     }
 }
 
-/// Debian's kubectl (package kubernetes-client): `IBI_TEST_KUBECTL`, else where tests/run unpacks it.
-fn debian_kubectl(test: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("IBI_TEST_KUBECTL")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/ibi/kubernetes-client/usr/bin/kubectl"))
-        })
-        .filter(|p| p.is_file());
-    if path.is_none() {
-        skip(
-            test,
-            "Debian's kubectl (kubernetes-client) not found: tests/run unpacks it, or set IBI_TEST_KUBECTL",
-        );
-    }
-    path
-}
-
 /// A stand-in for a hub's kube-apiserver as far as a client-side dry run reaches it: API discovery
 /// with the core kinds and the CRDs a hub with SiteConfig and hive serves (ClusterInstance,
 /// ClusterImageSet), and 404 `Status` for every object (none exists yet). Plain HTTP on 127.0.0.1;

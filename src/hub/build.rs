@@ -334,13 +334,7 @@ fn write_all(
     let shared = out.join(SHARED_DIR);
     ensure_dir(&shared, DIR_MODE)?;
     let path = shared.join(CLUSTER_IMAGE_SET_FILE);
-    let doc = objects::cluster_image_set(image_set, release_image);
-    write_atomic(
-        &path,
-        objects::to_yaml(&doc)?.as_bytes(),
-        FILE_MODE,
-        Clobber::Replace,
-    )?;
+    write_doc(&path, &objects::cluster_image_set(image_set, release_image))?;
     files.push(path);
     ensure_dir(&out.join(SECRETS_DIR), SECRET_DIR_MODE)?;
     for plan in plans {
@@ -351,6 +345,16 @@ fn write_all(
         files,
         sites: plans.len(),
     })
+}
+
+/// A non-secret object as YAML, atomically.
+fn write_doc(path: &Path, doc: &serde_json::Value) -> Result<()> {
+    write_atomic(
+        path,
+        objects::to_yaml(doc)?.as_bytes(),
+        FILE_MODE,
+        Clobber::Replace,
+    )
 }
 
 fn write_site(
@@ -428,12 +432,7 @@ fn write_site(
     let mut files = Vec::new();
     for (name, doc) in docs {
         let path = site_dir.join(name);
-        write_atomic(
-            &path,
-            objects::to_yaml(&doc)?.as_bytes(),
-            FILE_MODE,
-            Clobber::Replace,
-        )?;
+        write_doc(&path, &doc)?;
         files.push(path);
     }
     let secrets = [
