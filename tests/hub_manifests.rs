@@ -1,5 +1,5 @@
 //! `ibi create hub-manifests` on the bundled example fleet: the layout, the secrets' modes, no secret
-//! in the output, the ClusterInstance's fields, every object taken by Debian's kubectl
+//! in the output (at trace level), the ClusterInstance's fields, every object taken by Debian's kubectl
 //! (`kubectl apply --dry-run=client`, against a stand-in for a hub's API discovery), and the findings
 //! of an inventory without what the hub needs (all at once, nothing written).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
@@ -58,7 +58,10 @@ fn hub_inventory(base: &Path, mut inv: Value) -> PathBuf {
 }
 
 fn hub(base: &Path, inventory: &Path, extra: &[&str]) -> Output {
+    // At trace level, so a secret that reached any log would show.
     let mut args = vec![
+        "--log-level",
+        "trace",
         "create",
         "hub-manifests",
         "--dir",
