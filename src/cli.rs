@@ -53,6 +53,9 @@ pub enum CreateCommand {
     /// Build imagebasedconfig.iso, auth/kubeconfig and auth/kubeadmin-password for one site (or, with
     /// --sites, for every site of an inventory)
     ConfigImage(CreateConfigImageOpts),
+    /// Write the manifests a hub (SiteConfig + image-based-install-operator) needs for every site of
+    /// an inventory, in a GitOps layout; see docs/hub.md
+    HubManifests(CreateHubManifestsOpts),
     /// Write a commented image-based-installation-config.yaml template
     ImageConfigTemplate(CreateImageConfigTemplateOpts),
     /// Build the installation ISO rhcos-ibi.iso
@@ -96,6 +99,32 @@ pub struct CreateConfigImageOpts {
     /// Registry served over plain HTTP (repeatable) when reading --seed
     #[arg(long, value_name = "HOST[:PORT]", requires = "seed")]
     pub insecure_registry: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CreateHubManifestsOpts {
+    #[command(flatten)]
+    pub dir: DirOpt,
+    /// The inventory (YAML, or CSV when named *.csv) whose sites the hub takes over, from the shared
+    /// inputs in DIR, as `create config-image --sites` reads them
+    #[arg(long, value_name = "INVENTORY")]
+    pub sites: PathBuf,
+    /// Only this site (repeatable); default: every site of the inventory
+    #[arg(long, value_name = "SITE")]
+    pub only: Vec<String>,
+    /// The release the sites run (the seed's release payload), for the hub's ClusterImageSet
+    #[arg(long, value_name = "REF")]
+    pub release_image: Option<String>,
+    /// Where to write the manifests (default: DIR/hub)
+    #[arg(long, value_name = "OUT")]
+    pub out: Option<PathBuf>,
+    /// The namespace of SiteConfig's IBI templates on the hub (where the SiteConfig operator runs)
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        default_value = "open-cluster-management"
+    )]
+    pub templates_namespace: String,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@ mod boot;
 mod completion;
 mod create_config_image;
 mod create_config_template;
+mod create_hub_manifests;
 mod create_image;
 mod deploy;
 mod dispatch;

@@ -10,6 +10,7 @@
 
 mod cross;
 mod finding;
+mod fleet;
 mod image_based_config;
 mod input;
 mod install_config;
@@ -32,6 +33,7 @@ mod validate_ic;
 mod yaml11;
 
 pub use finding::{Finding, ValidationError};
+pub use fleet::{Fleet, SiteRules, load_fleet};
 pub use image_based_config::{
     IMAGE_BASED_CONFIG_FILE, ImageBasedConfig, parse_image_based_config,
     validate_image_based_config,
@@ -48,7 +50,8 @@ pub use installation::{
 };
 pub use installation_template::IMAGE_BASED_INSTALLATION_CONFIG_TEMPLATE;
 pub use inventory::{
-    Inventory, Nic, SiteEntry, load_inventory, load_inventory_with_findings, parse_inventory,
+    BOOT_MODES, Inventory, Nic, RootDeviceHints, SiteEntry, load_inventory,
+    load_inventory_with_findings, parse_inventory,
 };
 pub use inventory_bmc::BmcEntry;
 pub use inventory_locate::{locate as locate_site_finding, site_inputs as check_site_inputs};
@@ -64,6 +67,7 @@ pub use manifests::{EXTRA_MANIFESTS_DIR, ExtraManifest, load_extra_manifests};
 pub use site::{SiteInputs, load_site_inputs, parse_site_inputs};
 pub use template::IMAGE_BASED_CONFIG_TEMPLATE;
 pub use validate_ic::validate_install_config;
+pub(crate) use yaml11::quote_booleans;
 
 #[cfg(test)]
 mod tests;

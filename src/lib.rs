@@ -22,6 +22,7 @@ pub mod config;
 pub mod config_image;
 pub mod contract;
 pub mod deliver;
+pub mod hub;
 pub mod ignition;
 pub mod image_ref;
 pub mod install_image;

@@ -334,25 +334,6 @@ fn a_client_ca_that_does_not_match_fails_clearly() {
 
 // ---- kubectl, with the same kubeconfig, against the same stand-in ----
 
-/// Debian's kubectl (package kubernetes-client): `IBI_TEST_KUBECTL`, else where tests/run unpacks
-/// it (another package may own /usr/bin/kubectl).
-fn debian_kubectl(test: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("IBI_TEST_KUBECTL")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/ibi/kubernetes-client/usr/bin/kubectl"))
-        })
-        .filter(|p| p.is_file());
-    if path.is_none() {
-        skip(
-            test,
-            "Debian's kubectl (kubernetes-client) not found: tests/run unpacks it, or set IBI_TEST_KUBECTL",
-        );
-    }
-    path
-}
-
 struct Kubectl {
     bin: PathBuf,
     kubeconfig: PathBuf,

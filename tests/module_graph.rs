@@ -18,7 +18,7 @@ const FLOORS: &[&[&str]] = &[
     &["commands"],
     &["cli"],
     &["deliver"],
-    &["agent", "config_image", "install_image"],
+    &["agent", "config_image", "install_image", "hub"],
     &["seed"],
     &["config"],
     &["contract"],

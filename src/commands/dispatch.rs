@@ -19,6 +19,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Create(CreateCommand::ConfigTemplate(o)) => super::create_config_template::run(&o),
         Command::Create(CreateCommand::ConfigImage(o)) => super::create_config_image::run(&o),
+        Command::Create(CreateCommand::HubManifests(o)) => super::create_hub_manifests::run(&o),
         Command::Create(CreateCommand::ImageConfigTemplate(o)) => {
             super::create_config_template::run_image(&o)
         }

@@ -65,8 +65,16 @@ pub struct SiteEntry {
     pub cluster_id: Option<String>,
     #[serde(rename = "infra_id")]
     pub infra_id: Option<String>,
-    /// The host's BMC, for `ibi deploy` ([`super::inventory_bmc`]).
+    /// The host's BMC, for `ibi deploy` ([`super::inventory_bmc`]) and the hub's BareMetalHost.
     pub bmc: Option<BmcEntry>,
+    /// The MAC address of the NIC the host boots from (the hub's `bootMACAddress`; only
+    /// `create hub-manifests` needs it).
+    #[serde(rename = "bootMACAddress")]
+    pub boot_mac_address: Option<String>,
+    /// The hub's `bootMode`: one of [`BOOT_MODES`] (the hub's default is `UEFI`).
+    pub boot_mode: Option<String>,
+    /// The hub's `rootDeviceHints` (metal3's keys).
+    pub root_device_hints: Option<RootDeviceHints>,
     /// Where the entry is in the inventory; set by the parser, not read from the file.
     #[serde(skip)]
     pub at: Locator,
@@ -86,6 +94,35 @@ pub struct Nic {
     /// Default route next hop, same family as `address`.
     pub gateway: Option<String>,
     pub dns: Vec<String>,
+}
+
+/// The hub's `bootMode` values (metal3).
+pub const BOOT_MODES: &[&str] = &["UEFI", "UEFISecureBoot", "legacy"];
+
+/// metal3's root device hints, as a BareMetalHost (and a ClusterInstance node) takes them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct RootDeviceHints {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hctl: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serial_number: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_size_gigabytes: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wwn: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wwn_with_extension: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wwn_vendor_extension: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rotational: Option<bool>,
 }
 
 /// Where a site entry is: its index in a YAML `sites` list or its line in a CSV file.
@@ -411,6 +448,39 @@ fn check_site_fields(f: &mut Findings, site: &SiteEntry) {
     if let Some(bmc) = &site.bmc {
         check_bmc(f, &|k| site.field(&format!("bmc.{k}")), bmc);
     }
+    if let Some(mac) = &site.boot_mac_address
+        && !is_mac(mac)
+    {
+        site_finding(
+            f,
+            site,
+            "bootMACAddress",
+            format!(
+                "invalid value {mac:?}: expected six hex pairs separated by ':' (52:54:00:aa:17:01)"
+            ),
+        );
+    }
+    if let Some(mode) = &site.boot_mode
+        && !BOOT_MODES.contains(&mode.as_str())
+    {
+        site_finding(
+            f,
+            site,
+            "bootMode",
+            format!(
+                "invalid value {mode:?}: expected one of {}",
+                BOOT_MODES.join(", ")
+            ),
+        );
+    }
+    if site.root_device_hints.as_ref() == Some(&RootDeviceHints::default()) {
+        site_finding(
+            f,
+            site,
+            "rootDeviceHints",
+            "empty: give at least one hint (deviceName, hctl, model, ...) or leave the key out",
+        );
+    }
 }
 
 fn check_nic(f: &mut Findings, site: &SiteEntry, nic: &Nic) {
@@ -525,6 +595,8 @@ const CSV_COLUMNS: &[&str] = &[
     "nodeLabels",
     "cluster_id",
     "infra_id",
+    "bootMACAddress",
+    "bootMode",
 ];
 
 /// CSV, kept simple: a header line, then one line per site; cells separated by `,` and trimmed; lists
@@ -634,6 +706,8 @@ fn csv_site(f: &mut Findings, line: usize, columns: &[&str], cells: &[&str]) -> 
             "nodeLabels" => site.node_labels = csv_labels(f, line, value),
             "cluster_id" => site.cluster_id = text(value),
             "infra_id" => site.infra_id = text(value),
+            "bootMACAddress" => site.boot_mac_address = text(value),
+            "bootMode" => site.boot_mode = text(value),
             c if CSV_BMC_COLUMNS.contains(&c) => {
                 has_bmc = true;
                 set_csv_cell(f, line, &mut bmc, c, value);

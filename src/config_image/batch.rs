@@ -111,42 +111,12 @@ pub fn build(
         .collect())
 }
 
-/// Reads the inventory, the base and the extra manifests (their findings are reported together),
-/// then the seed of `--seed`, before any site is built.
+/// Reads the inventory, the base and the extra manifests (their findings are reported together,
+/// [`config::load_fleet`]), then the seed of `--seed`, before any site is built.
 fn load_plan(base_dir: &Path, inventory: &Path, seed: Option<&SeedOption>) -> Result<Plan> {
-    let mut findings = Vec::new();
-    let sites = findings_into(
-        config::load_inventory_with_findings(inventory),
-        &mut findings,
-    )?
-    .map(|(sites, f)| {
-        findings.extend(f);
-        sites
-    });
-    let base = findings_into(config::load_fleet_base(base_dir), &mut findings)?;
-    let (manifests, f, warnings) =
-        config::load_extra_manifests(&base_dir.join(EXTRA_MANIFESTS_DIR))?;
-    findings.extend(f);
-    for w in warnings {
-        warn!("{w}");
-    }
-    let (Some(inventory_data), Some(base)) = (sites, base) else {
-        return Err(ValidationError { findings }.into());
-    };
-    if !findings.is_empty() {
-        // The run stops here; every site's own findings come along, so one run shows them all.
-        let inventory_file = inventory.display().to_string();
-        findings.extend(site_findings(
-            &base,
-            &inventory_file,
-            &inventory_data.sites,
-            &manifests,
-        ));
-        dedup_keeping_order(&mut findings);
-        return Err(ValidationError { findings }.into());
-    }
+    let fleet = config::load_fleet(base_dir, inventory, &|_, _| Vec::new())?;
     let seed = match seed {
-        Some(s) => Some(s.read(&base.install_config()?)?),
+        Some(s) => Some(s.read(&fleet.base.install_config()?)?),
         None => None,
     };
     let identity = site::identity_path(Path::new(""));
@@ -160,57 +130,15 @@ fn load_plan(base_dir: &Path, inventory: &Path, seed: Option<&SeedOption>) -> Re
     .map(|p| p.display().to_string())
     .collect();
     Ok(Plan {
-        inventory_file: inventory.display().to_string(),
-        sites: inventory_data.sites,
-        base,
-        manifests,
+        inventory_file: fleet.inventory_file,
+        sites: fleet.sites,
+        base: fleet.base,
+        manifests: fleet.manifests,
         sites_dir: base_dir.join(SITES_DIR),
         outputs,
         source_date_epoch: std::env::var(SOURCE_DATE_EPOCH).ok(),
         seed,
     })
-}
-
-/// The findings of every site whose files render (a site that does not has its inventory findings).
-fn site_findings(
-    base: &FleetBase,
-    inventory_file: &str,
-    sites: &[SiteEntry],
-    manifests: &[ExtraManifest],
-) -> Vec<Finding> {
-    let mut out = Vec::new();
-    for site in sites {
-        let Ok(files) = base.render(site) else {
-            continue;
-        };
-        if let Err(e) =
-            config::check_site_inputs(base, inventory_file, site, &files, manifests.to_vec())
-        {
-            out.extend(e.findings);
-        }
-    }
-    out
-}
-
-/// Drops repeated findings (a base value every site inherits is one problem, not one per site).
-fn dedup_keeping_order(findings: &mut Vec<Finding>) {
-    let mut seen = HashSet::new();
-    findings.retain(|f| seen.insert(f.to_string()));
-}
-
-/// `Ok(Some)` on success; a [`ValidationError`]'s findings go to `findings` (`Ok(None)`); any other
-/// error is returned.
-fn findings_into<T>(r: Result<T>, findings: &mut Vec<Finding>) -> Result<Option<T>> {
-    match r {
-        Ok(v) => Ok(Some(v)),
-        Err(e) => match e.downcast::<ValidationError>() {
-            Ok(v) => {
-                findings.extend(v.findings);
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        },
-    }
 }
 
 impl Plan {

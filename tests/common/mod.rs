@@ -179,3 +179,22 @@ pub fn self_signed_ca_pem(cn: &str) -> String {
     b.sign(&key, MessageDigest::sha256()).unwrap();
     String::from_utf8(b.build().to_pem().unwrap()).unwrap()
 }
+
+/// Debian's kubectl (package kubernetes-client): `IBI_TEST_KUBECTL`, else where tests/run unpacks
+/// it (another package may own /usr/bin/kubectl).
+pub fn debian_kubectl(test: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("IBI_TEST_KUBECTL")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/ibi/kubernetes-client/usr/bin/kubectl"))
+        })
+        .filter(|p| p.is_file());
+    if path.is_none() {
+        skip(
+            test,
+            "Debian's kubectl (kubernetes-client) not found: tests/run unpacks it, or set IBI_TEST_KUBECTL",
+        );
+    }
+    path
+}

@@ -132,7 +132,7 @@ fleet: x
         findings_yaml(text),
         [
             "sites.yaml:9: fleet: unknown field `fleet`, expected `sites`",
-            "sites.yaml:4: sites[0].hostnme (site a): unknown field `hostnme`, expected one of `name`, `hostname`, `clusterName`, `baseDomain`, `sshKey`, `machineNetwork`, `nic`, `networkConfig`, `additionalNTPSources`, `releaseRegistry`, `nodeLabels`, `cluster_id`, `infra_id`, `bmc`",
+            "sites.yaml:4: sites[0].hostnme (site a): unknown field `hostnme`, expected one of `name`, `hostname`, `clusterName`, `baseDomain`, `sshKey`, `machineNetwork`, `nic`, `networkConfig`, `additionalNTPSources`, `releaseRegistry`, `nodeLabels`, `cluster_id`, `infra_id`, `bmc`, `bootMACAddress`, `bootMode`, `rootDeviceHints`",
             "sites.yaml:7: sites[1].machineNetwork (site a): invalid type: string (value not shown), expected a sequence",
             "sites.yaml:5: sites[1].name (site a): duplicate site name \"a\": already used at sites[0].name (site a)",
             "sites.yaml:8: sites[1].nic.address (site a): invalid value \"10.0.0.5\": not in CIDR notation (address/prefix)",
@@ -160,7 +160,7 @@ fn csv_errors_name_line_and_column() {
     assert_eq!(
         findings_csv("name,hostnme\na,b\n"),
         [
-            "sites.csv: line 1 column 2: unknown column \"hostnme\", expected one of name, hostname, clusterName, baseDomain, sshKey, machineNetwork, interface, macAddress, address, gateway, dns, additionalNTPSources, releaseRegistry, nodeLabels, cluster_id, infra_id, bmcAddress, bmcSystem, bmcUser, bmcPasswordFile, bmcPasswordEnv, bmcCaFile, bmcInsecure"
+            "sites.csv: line 1 column 2: unknown column \"hostnme\", expected one of name, hostname, clusterName, baseDomain, sshKey, machineNetwork, interface, macAddress, address, gateway, dns, additionalNTPSources, releaseRegistry, nodeLabels, cluster_id, infra_id, bootMACAddress, bootMode, bmcAddress, bmcSystem, bmcUser, bmcPasswordFile, bmcPasswordEnv, bmcCaFile, bmcInsecure"
         ]
     );
     assert_eq!(
@@ -375,5 +375,64 @@ fn site_validation_uses_the_single_site_rules() {
             "image-based-config.yaml: hostname: \"localhost\" is not allowed: lifecycle-agent rejects it",
             "image-based-config.yaml: additionalNTPSources[0]: invalid value \"bad host\": NTP server is not a valid IP or domain name",
         ]
+    );
+}
+
+#[test]
+fn hub_keys_decode_and_are_checked() {
+    let inv = parse_inventory(
+        FILE,
+        "sites:
+- name: a17
+  hostname: sno-a17
+  bootMACAddress: 52:54:00:AA:17:01
+  bootMode: UEFISecureBoot
+  rootDeviceHints: {deviceName: /dev/sda, minSizeGigabytes: 100, rotational: false}
+",
+        false,
+    )
+    .unwrap();
+    let s = &inv.sites[0];
+    assert_eq!(s.boot_mac_address.as_deref(), Some("52:54:00:AA:17:01"));
+    assert_eq!(s.boot_mode.as_deref(), Some("UEFISecureBoot"));
+    let hints = s.root_device_hints.as_ref().unwrap();
+    assert_eq!(hints.device_name.as_deref(), Some("/dev/sda"));
+    assert_eq!(hints.min_size_gigabytes, Some(100));
+    assert_eq!(hints.rotational, Some(false));
+    let found = findings_yaml(
+        "sites:
+- name: a17
+  hostname: sno-a17
+  bootMACAddress: 52-54-00-aa-17-01
+  bootMode: BIOS
+  rootDeviceHints: {}
+- name: a18
+  hostname: sno-a18
+  rootDeviceHints: {disk: /dev/sda}
+",
+    );
+    let joined = found.join("\n");
+    for want in [
+        "sites[0].bootMACAddress (site a17): invalid value \"52-54-00-aa-17-01\"",
+        "sites[0].bootMode (site a17): invalid value \"BIOS\": expected one of UEFI, UEFISecureBoot, legacy",
+        "sites[0].rootDeviceHints (site a17): empty",
+        "unknown field `disk`",
+    ] {
+        assert!(joined.contains(want), "no {want:?} in:\n{joined}");
+    }
+    let inv = parse_inventory(
+        "sites.csv",
+        "name,hostname,bootMACAddress,bootMode\na17,sno-a17,52:54:00:aa:17:01,legacy\n",
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        inv.sites[0].boot_mac_address.as_deref(),
+        Some("52:54:00:aa:17:01")
+    );
+    assert_eq!(inv.sites[0].boot_mode.as_deref(), Some("legacy"));
+    assert!(
+        findings_csv("name,hostname,bootMode\na17,sno-a17,bios\n")[0]
+            .contains("line 2 column bootMode")
     );
 }

@@ -1,0 +1,121 @@
+//! A whole fleet read at once: the inventory, the shared base in BASE and its extra manifests, each
+//! site rendered and checked, every finding of all of them reported together (as one
+//! [`ValidationError`]) before any command writes anything. `create config-image --sites` and
+//! `create hub-manifests` both start here; a command may add its own per-site rules
+//! ([`SiteRules`]), whose findings join the others.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use tracing::warn;
+
+use super::finding::{Finding, ValidationError};
+use super::inventory::{SiteEntry, load_inventory_with_findings};
+use super::inventory_locate::site_inputs;
+use super::inventory_render::{FleetBase, load_fleet_base};
+use super::manifests::{EXTRA_MANIFESTS_DIR, ExtraManifest, load_extra_manifests};
+use super::site::SiteInputs;
+
+/// A command's own rules for one inventory entry; `inventory` names the file in findings.
+pub type SiteRules<'a> = &'a dyn Fn(&SiteEntry, &str) -> Vec<Finding>;
+
+/// The inventory, the base and the extra manifests, all checked.
+#[derive(Debug, Clone)]
+pub struct Fleet {
+    /// How findings name the inventory (its path as given).
+    pub inventory_file: String,
+    pub sites: Vec<SiteEntry>,
+    pub base: FleetBase,
+    pub manifests: Vec<ExtraManifest>,
+}
+
+/// Reads and checks the inventory, the base in `base_dir` and `base_dir/extra-manifests/`, and runs
+/// `rules` on every site that decoded. With any finding, every site's own findings (its rendered
+/// files) come along, repeated ones once, and nothing else happens: the error is a
+/// [`ValidationError`]. Other errors (I/O) name the path.
+pub fn load_fleet(
+    base_dir: &Path,
+    inventory: &Path,
+    rules: SiteRules<'_>,
+) -> anyhow::Result<Fleet> {
+    let inventory_file = inventory.display().to_string();
+    let mut findings = Vec::new();
+    let sites =
+        findings_into(load_inventory_with_findings(inventory), &mut findings)?.map(|(sites, f)| {
+            findings.extend(f);
+            sites
+        });
+    let base = findings_into(load_fleet_base(base_dir), &mut findings)?;
+    let (manifests, f, warnings) = load_extra_manifests(&base_dir.join(EXTRA_MANIFESTS_DIR))?;
+    findings.extend(f);
+    for w in warnings {
+        warn!("{w}");
+    }
+    if let Some(inv) = &sites {
+        for site in &inv.sites {
+            findings.extend(rules(site, &inventory_file));
+        }
+    }
+    let (Some(inventory_data), Some(base)) = (sites, base) else {
+        return Err(ValidationError { findings }.into());
+    };
+    let fleet = Fleet {
+        inventory_file,
+        sites: inventory_data.sites,
+        base,
+        manifests,
+    };
+    if !findings.is_empty() {
+        // The run stops here; every site's own findings come along, so one run shows them all.
+        for site in &fleet.sites {
+            // A site whose files do not render has its inventory findings already.
+            if let Err(e) = fleet.site_inputs(site)
+                && let Ok(v) = e.downcast::<ValidationError>()
+            {
+                findings.extend(v.findings);
+            }
+        }
+        dedup_keeping_order(&mut findings);
+        return Err(ValidationError { findings }.into());
+    }
+    Ok(fleet)
+}
+
+impl Fleet {
+    /// The site's effective inputs (the base with its overrides, the extra manifests), validated;
+    /// every finding names where to fix it (a [`ValidationError`]).
+    pub fn site_inputs(&self, site: &SiteEntry) -> anyhow::Result<SiteInputs> {
+        let files = self.base.render(site)?;
+        Ok(site_inputs(
+            &self.base,
+            &self.inventory_file,
+            site,
+            &files,
+            self.manifests.clone(),
+        )?)
+    }
+}
+
+/// Drops repeated findings (a base value every site inherits is one problem, not one per site).
+fn dedup_keeping_order(findings: &mut Vec<Finding>) {
+    let mut seen = HashSet::new();
+    findings.retain(|f| seen.insert(f.to_string()));
+}
+
+/// `Ok(Some)` on success; a [`ValidationError`]'s findings go to `findings` (`Ok(None)`); any other
+/// error is returned.
+fn findings_into<T>(
+    r: anyhow::Result<T>,
+    findings: &mut Vec<Finding>,
+) -> anyhow::Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) => match e.downcast::<ValidationError>() {
+            Ok(v) => {
+                findings.extend(v.findings);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        },
+    }
+}

@@ -1,0 +1,496 @@
+//! `create hub-manifests`: reads the fleet as `create config-image --sites` does
+//! ([`config::load_fleet`]), checks what the hub needs besides (a boot MAC, a BMC naming one System
+//! with a user and a readable password, a release image, one namespace per cluster), and only when
+//! nothing is wrong anywhere writes, per site, the objects of [`super::objects`]:
+//!
+//! ```text
+//! OUT/shared/cluster-image-set.yaml          the ClusterImageSet every site names
+//! OUT/sites/<site>/namespace.yaml            the site's namespace (= its cluster name)
+//! OUT/sites/<site>/cluster-instance.yaml     the ClusterInstance
+//! OUT/sites/<site>/ca-bundle.yaml            with an additionalTrustBundle
+//! OUT/sites/<site>/extra-manifests.yaml      with BASE/extra-manifests/
+//! OUT/secrets/<site>/pull-secret.yaml        0600, in 0700 folders
+//! OUT/secrets/<site>/bmc-credentials.yaml
+//! ```
+//!
+//! Each file is written atomically (temp file, fsync, rename). Secret values are never printed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use super::objects::{self, ClusterSpec, NodeSpec};
+use crate::config::{self, Finding, Fleet, SiteEntry, SiteInputs, ValidationError};
+use crate::image_ref::parse_image_reference;
+use crate::util::fs::{Clobber, ensure_dir, write_atomic};
+use crate::util::secret::Secret;
+
+/// Where the manifests go under BASE by default.
+pub const HUB_DIR: &str = "hub";
+pub const SHARED_DIR: &str = "shared";
+pub const SITES_DIR: &str = "sites";
+pub const SECRETS_DIR: &str = "secrets";
+pub const CLUSTER_IMAGE_SET_FILE: &str = "cluster-image-set.yaml";
+pub const NAMESPACE_FILE: &str = "namespace.yaml";
+pub const CLUSTER_INSTANCE_FILE: &str = "cluster-instance.yaml";
+pub const CA_BUNDLE_FILE: &str = "ca-bundle.yaml";
+pub const EXTRA_MANIFESTS_FILE: &str = "extra-manifests.yaml";
+pub const PULL_SECRET_FILE: &str = "pull-secret.yaml";
+pub const BMC_SECRET_FILE: &str = "bmc-credentials.yaml";
+const DIR_MODE: u32 = 0o755;
+const FILE_MODE: u32 = 0o644;
+const SECRET_DIR_MODE: u32 = 0o700;
+const SECRET_FILE_MODE: u32 = 0o600;
+/// How findings about the command's own options name their "file".
+const COMMAND_LINE: &str = "command line";
+
+pub struct HubOptions {
+    pub base_dir: PathBuf,
+    pub inventory: PathBuf,
+    /// Only these sites (all when empty).
+    pub only: Vec<String>,
+    pub release_image: Option<String>,
+    /// Default `BASE/hub`.
+    pub out: Option<PathBuf>,
+    pub templates_namespace: String,
+}
+
+/// What was written.
+pub struct HubOutput {
+    pub out: PathBuf,
+    /// Every file, shared ones first, then site by site in inventory order.
+    pub files: Vec<PathBuf>,
+    pub sites: usize,
+}
+
+/// One site, checked, with everything its files need.
+struct SitePlan<'a> {
+    site: &'a SiteEntry,
+    inputs: SiteInputs,
+    bmc_address: String,
+    bmc_user: String,
+    bmc_password: Secret<String>,
+}
+
+/// Checks everything, then writes; with any finding, nothing is written and the error is one
+/// [`ValidationError`] holding them all.
+pub fn build(o: &HubOptions) -> Result<HubOutput> {
+    let mut findings = option_findings(o);
+    let selected = |s: &SiteEntry| o.only.is_empty() || o.only.contains(&s.name);
+    let rules = |s: &SiteEntry, inventory: &str| {
+        if selected(s) {
+            site_rules(s, inventory)
+        } else {
+            Vec::new()
+        }
+    };
+    let fleet = match config::load_fleet(&o.base_dir, &o.inventory, &rules) {
+        Ok(fleet) => fleet,
+        Err(e) => {
+            return Err(match e.downcast::<ValidationError>() {
+                Ok(v) => {
+                    findings.extend(v.findings);
+                    ValidationError { findings }.into()
+                }
+                Err(e) => e,
+            });
+        }
+    };
+    for name in &o.only {
+        if !fleet.sites.iter().any(|s| &s.name == name) {
+            findings.push(command_finding(
+                "--only",
+                format!("no site named {name:?} in {}", fleet.inventory_file),
+            ));
+        }
+    }
+    let mut plans = Vec::new();
+    let mut clusters: HashMap<String, String> = HashMap::new();
+    for site in fleet.sites.iter().filter(|s| selected(s)) {
+        match plan_site(&fleet, site, &o.inventory) {
+            Ok(plan) => {
+                let cluster = plan.inputs.install_config.metadata.name.clone();
+                if let Some(first) = clusters.insert(cluster.clone(), site.name.clone()) {
+                    findings.push(Finding {
+                        file: fleet.inventory_file.clone(),
+                        field: site.field("clusterName"),
+                        message: format!(
+                            "cluster name {cluster:?} is also site {first:?}'s: on a hub every cluster is its own namespace"
+                        ),
+                        line: site.line("clusterName"),
+                    });
+                }
+                plans.push(plan);
+            }
+            Err(e) => match e.downcast::<ValidationError>() {
+                Ok(v) => findings.extend(v.findings),
+                Err(e) => return Err(e),
+            },
+        }
+    }
+    let image_set = match &o.release_image {
+        Some(r) => image_set_name(r).ok(),
+        None => None,
+    };
+    let (Some(release_image), Some(image_set)) = (&o.release_image, image_set) else {
+        return Err(ValidationError { findings }.into());
+    };
+    if !findings.is_empty() {
+        return Err(ValidationError { findings }.into());
+    }
+    let out = o.out.clone().unwrap_or_else(|| o.base_dir.join(HUB_DIR));
+    write_all(o, &fleet, &plans, &out, release_image, &image_set)
+}
+
+fn command_finding(field: &str, message: impl Into<String>) -> Finding {
+    Finding {
+        file: COMMAND_LINE.into(),
+        field: field.into(),
+        message: message.into(),
+        line: None,
+    }
+}
+
+/// `--release-image` and `--templates-namespace`.
+fn option_findings(o: &HubOptions) -> Vec<Finding> {
+    let mut f = Vec::new();
+    match &o.release_image {
+        None => f.push(command_finding(
+            "--release-image",
+            "required: the release the sites run (the seed's), for the hub's ClusterImageSet, \
+             e.g. quay.io/openshift-release-dev/ocp-release:4.18.0-x86_64",
+        )),
+        Some(r) => {
+            if let Err(e) = image_set_name(r) {
+                f.push(command_finding("--release-image", e));
+            }
+        }
+    }
+    if !is_dns_label(&o.templates_namespace) {
+        f.push(command_finding(
+            "--templates-namespace",
+            format!(
+                "invalid value {:?}: a namespace name (lower-case letters, digits and '-', at most 63)",
+                o.templates_namespace
+            ),
+        ));
+    }
+    f
+}
+
+/// The ClusterImageSet's name for `reference`: `ibi-` and its tag (or the digest's first 12 hex
+/// digits), in the characters a name allows.
+pub fn image_set_name(reference: &str) -> Result<String, String> {
+    let r = parse_image_reference(reference)
+        .map_err(|e| format!("invalid value {reference:?}: {e}"))?;
+    let label = match (&r.digest, &r.tag) {
+        (Some(d), _) => d.split(':').nth(1).unwrap_or(d).chars().take(12).collect(),
+        (None, Some(t)) => t.clone(),
+        (None, None) => "latest".to_string(),
+    };
+    let clean: String = label
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    Ok(format!("ibi-{}", clean.trim_end_matches(['-', '.'])))
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// What the hub needs of an inventory entry that ibi itself does not.
+fn site_rules(site: &SiteEntry, inventory: &str) -> Vec<Finding> {
+    let mut f = Vec::new();
+    let mut add = |key: &str, message: String| {
+        f.push(Finding {
+            file: inventory.to_string(),
+            field: site.field(key),
+            message,
+            line: site.line(key),
+        });
+    };
+    if site.boot_mac_address.is_none() {
+        add(
+            "bootMACAddress",
+            "required by the hub: the MAC address of the NIC the host boots from (its BareMetalHost's bootMACAddress)".into(),
+        );
+    }
+    let Some(bmc) = &site.bmc else {
+        add(
+            "bmc",
+            "required by the hub: the host's BMC (address, system, user and passwordFile or passwordEnv)".into(),
+        );
+        return f;
+    };
+    if let Err(e) = metal3_bmc_address(&bmc.address, bmc.system.as_deref()) {
+        add("bmc.address", e);
+    }
+    if bmc.user.is_none() {
+        add(
+            "bmc.user",
+            "required by the hub: the BMC user (with passwordFile or passwordEnv) for the BMC credentials Secret".into(),
+        );
+    } else if let Err(e) = site.bmc_password(Path::new(inventory)) {
+        // The error names the file or variable, never the password.
+        add("bmc", format!("{e:#}"));
+    }
+    f
+}
+
+/// The BMC's address as metal3 takes it: `redfish-virtualmedia+` and the URL of one System, from
+/// an ibi `bmc.address` (a service root, the Systems collection or one System) and `bmc.system`.
+pub fn metal3_bmc_address(address: &str, system: Option<&str>) -> Result<String, String> {
+    let url = reqwest::Url::parse(address)
+        .map_err(|e| format!("invalid value {address:?}: not a URL ({e})"))?;
+    let root = match url.port() {
+        Some(p) => format!(
+            "{}://{}:{p}",
+            url.scheme(),
+            url.host_str().unwrap_or_default()
+        ),
+        None => format!("{}://{}", url.scheme(), url.host_str().unwrap_or_default()),
+    };
+    let path = url.path().trim_end_matches('/');
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let system_url = match (segments.as_slice(), system) {
+        (["redfish", "v1", "Systems", id], None) => format!("{root}/redfish/v1/Systems/{id}"),
+        ([] | ["redfish", "v1"] | ["redfish", "v1", "Systems"], Some(s)) => {
+            let id = s.trim_matches('/').rsplit('/').next().unwrap_or(s);
+            format!("{root}/redfish/v1/Systems/{id}")
+        }
+        (["redfish", "v1", "Systems", _], Some(_)) => {
+            return Err(format!(
+                "invalid value {address:?}: names a System and bmc.system names one too; give one"
+            ));
+        }
+        ([] | ["redfish", "v1"] | ["redfish", "v1", "Systems"], None) => {
+            return Err(format!(
+                "the hub's BareMetalHost needs one System: add bmc.system, or give the System's address \
+                 ({root}/redfish/v1/Systems/ID)"
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "invalid value {address:?}: expected the service root, /redfish/v1/Systems or one System"
+            ));
+        }
+    };
+    Ok(format!("redfish-virtualmedia+{system_url}"))
+}
+
+/// The site's inputs and BMC, checked; findings as a [`ValidationError`].
+fn plan_site<'a>(fleet: &Fleet, site: &'a SiteEntry, inventory: &Path) -> Result<SitePlan<'a>> {
+    let inputs = fleet.site_inputs(site)?;
+    // site_rules checked these; a failure here is reported as a finding all the same.
+    let missing = |key: &str| {
+        anyhow::Error::from(ValidationError {
+            findings: vec![Finding {
+                file: fleet.inventory_file.clone(),
+                field: site.field(key),
+                message: "required by the hub".into(),
+                line: site.line(key),
+            }],
+        })
+    };
+    let bmc = site.bmc.as_ref().ok_or_else(|| missing("bmc"))?;
+    let bmc_address = metal3_bmc_address(&bmc.address, bmc.system.as_deref())
+        .map_err(|_| missing("bmc.address"))?;
+    let bmc_user = bmc.user.clone().ok_or_else(|| missing("bmc.user"))?;
+    let bmc_password = site
+        .bmc_password(inventory)?
+        .ok_or_else(|| missing("bmc.passwordFile"))?;
+    Ok(SitePlan {
+        site,
+        inputs,
+        bmc_address,
+        bmc_user,
+        bmc_password,
+    })
+}
+
+fn write_all(
+    o: &HubOptions,
+    fleet: &Fleet,
+    plans: &[SitePlan<'_>],
+    out: &Path,
+    release_image: &str,
+    image_set: &str,
+) -> Result<HubOutput> {
+    let mut files = Vec::new();
+    let shared = out.join(SHARED_DIR);
+    ensure_dir(&shared, DIR_MODE)?;
+    let path = shared.join(CLUSTER_IMAGE_SET_FILE);
+    write_doc(&path, &objects::cluster_image_set(image_set, release_image))?;
+    files.push(path);
+    ensure_dir(&out.join(SECRETS_DIR), SECRET_DIR_MODE)?;
+    for plan in plans {
+        files.extend(write_site(o, fleet, plan, out, image_set)?);
+    }
+    Ok(HubOutput {
+        out: out.to_path_buf(),
+        files,
+        sites: plans.len(),
+    })
+}
+
+/// A non-secret object as YAML, atomically.
+fn write_doc(path: &Path, doc: &serde_json::Value) -> Result<()> {
+    write_atomic(
+        path,
+        objects::to_yaml(doc)?.as_bytes(),
+        FILE_MODE,
+        Clobber::Replace,
+    )
+}
+
+fn write_site(
+    o: &HubOptions,
+    fleet: &Fleet,
+    plan: &SitePlan<'_>,
+    out: &Path,
+    image_set: &str,
+) -> Result<Vec<PathBuf>> {
+    let ic = &plan.inputs.install_config;
+    let ibc = &plan.inputs.image_based_config;
+    let ns = ic.metadata.name.as_str();
+    let site_dir = out.join(SITES_DIR).join(&plan.site.name);
+    let secret_dir = out.join(SECRETS_DIR).join(&plan.site.name);
+    ensure_dir(&site_dir, DIR_MODE)?;
+    ensure_dir(&secret_dir, SECRET_DIR_MODE)?;
+    let mut docs = vec![(NAMESPACE_FILE, objects::namespace(ns))];
+    let ca_bundle = !ic.additional_trust_bundle.trim().is_empty();
+    if ca_bundle {
+        docs.push((
+            CA_BUNDLE_FILE,
+            objects::config_map(
+                ns,
+                objects::CA_BUNDLE_NAME,
+                &[(
+                    objects::CA_BUNDLE_KEY.to_string(),
+                    ic.additional_trust_bundle.clone(),
+                )],
+            ),
+        ));
+    }
+    let manifests: Vec<(String, String)> = fleet
+        .manifests
+        .iter()
+        .map(|m| {
+            (
+                m.name.clone(),
+                String::from_utf8_lossy(&m.data).into_owned(),
+            )
+        })
+        .collect();
+    if !manifests.is_empty() {
+        docs.push((
+            EXTRA_MANIFESTS_FILE,
+            objects::config_map(ns, objects::EXTRA_MANIFESTS_NAME, &manifests),
+        ));
+    }
+    let bmc_secret = objects::bmc_secret_name(&ibc.hostname);
+    let spec = ClusterSpec {
+        cluster_name: ns,
+        base_domain: &ic.base_domain,
+        ssh_key: &ic.ssh_key,
+        machine_networks: ic
+            .networking
+            .iter()
+            .flat_map(|n| n.machine_network.iter().map(|m| m.cidr.as_str()))
+            .collect(),
+        proxy: ic.proxy.as_ref(),
+        ntp_sources: &ibc.additional_ntp_sources,
+        image_set,
+        templates_namespace: &o.templates_namespace,
+        ca_bundle,
+        extra_manifests: !manifests.is_empty(),
+        node: NodeSpec {
+            hostname: &ibc.hostname,
+            bmc_address: plan.bmc_address.clone(),
+            bmc_secret: bmc_secret.clone(),
+            boot_mac: plan.site.boot_mac_address.as_deref().unwrap_or_default(),
+            boot_mode: plan.site.boot_mode.as_deref(),
+            root_device_hints: plan.site.root_device_hints.as_ref(),
+            network_config: ibc.network_config.as_ref(),
+        },
+    };
+    docs.push((CLUSTER_INSTANCE_FILE, objects::cluster_instance(&spec)?));
+    let mut files = Vec::new();
+    for (name, doc) in docs {
+        let path = site_dir.join(name);
+        write_doc(&path, &doc)?;
+        files.push(path);
+    }
+    let secrets = [
+        (PULL_SECRET_FILE, objects::pull_secret(ns, &ic.pull_secret)?),
+        (
+            BMC_SECRET_FILE,
+            objects::bmc_secret(ns, &bmc_secret, &plan.bmc_user, &plan.bmc_password)?,
+        ),
+    ];
+    for (name, text) in secrets {
+        let path = secret_dir.join(name);
+        write_atomic(
+            &path,
+            text.expose().as_bytes(),
+            SECRET_FILE_MODE,
+            Clobber::Replace,
+        )?;
+        files.push(path);
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bmc_addresses_become_one_systems_metal3_url() {
+        let want = "redfish-virtualmedia+https://10.0.0.9:8443/redfish/v1/Systems/1";
+        assert_eq!(
+            metal3_bmc_address("https://10.0.0.9:8443/redfish/v1/Systems/1/", None).unwrap(),
+            want
+        );
+        assert_eq!(
+            metal3_bmc_address("https://10.0.0.9:8443", Some("1")).unwrap(),
+            want
+        );
+        assert_eq!(
+            metal3_bmc_address(
+                "https://10.0.0.9:8443/redfish/v1/Systems",
+                Some("/redfish/v1/Systems/1")
+            )
+            .unwrap(),
+            want
+        );
+        let e = metal3_bmc_address("https://10.0.0.9", None).unwrap_err();
+        assert!(e.contains("needs one System"), "{e}");
+        assert!(metal3_bmc_address("https://10.0.0.9/other", Some("1")).is_err());
+    }
+
+    #[test]
+    fn image_set_names_follow_the_tag_or_digest() {
+        assert_eq!(
+            image_set_name("quay.io/openshift-release-dev/ocp-release:4.18.0_X86_64").unwrap(),
+            "ibi-4.18.0-x86-64"
+        );
+        let digest = format!("quay.io/o/r@sha256:{}", "ab".repeat(32));
+        assert_eq!(image_set_name(&digest).unwrap(), "ibi-abababababab");
+        assert!(image_set_name("not a ref").is_err());
+    }
+}

@@ -1,0 +1,237 @@
+//! The objects of one site as the hub takes them, as plain JSON values: the site's Namespace, its
+//! `ClusterInstance` (SiteConfig, IBI templates), the CA-bundle and extra-manifest ConfigMaps, the
+//! pull-secret and BMC-credential Secrets, and the fleet's `ClusterImageSet`; and their YAML text.
+//! Names and fields follow `../shared/reference/hub-handoff.md` (SiteConfig ecff291f, IBIO bc1ddc61).
+//! Secrets are built straight into a [`Secret`] and never pass through anything that prints.
+
+use anyhow::{Context, Result};
+use serde_json::{Map, Value, json};
+
+use crate::config::{Proxy, RootDeviceHints, quote_booleans};
+use crate::util::secret::Secret;
+
+pub const CLUSTER_INSTANCE_API: &str = "siteconfig.open-cluster-management.io/v1alpha1";
+pub const CLUSTER_IMAGE_SET_API: &str = "hive.openshift.io/v1";
+/// SiteConfig's IBI templates, which the operator recreates in its own namespace at every start.
+pub const CLUSTER_TEMPLATES: &str = "ibi-cluster-templates-v1";
+pub const NODE_TEMPLATES: &str = "ibi-node-templates-v1";
+/// The namespace ACM runs the SiteConfig operator in (the templates' ConfigMaps are there).
+pub const DEFAULT_TEMPLATES_NAMESPACE: &str = "open-cluster-management";
+/// The key IBIO reads the CA bundle from.
+pub const CA_BUNDLE_KEY: &str = "tls-ca-bundle.pem";
+/// What the referenced objects are called in the site's namespace.
+pub const PULL_SECRET_NAME: &str = "pull-secret";
+pub const CA_BUNDLE_NAME: &str = "ca-bundle";
+pub const EXTRA_MANIFESTS_NAME: &str = "extra-manifests";
+/// IBIO labels what it references with this, so a hub backup takes it; ibi writes it up front.
+const BACKUP_LABEL: &str = "cluster.open-cluster-management.io/backup";
+
+/// What the ClusterInstance of one site says.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec<'a> {
+    /// install-config `metadata.name`: the ClusterInstance's name and namespace.
+    pub cluster_name: &'a str,
+    pub base_domain: &'a str,
+    pub ssh_key: &'a str,
+    pub machine_networks: Vec<&'a str>,
+    pub proxy: Option<&'a Proxy>,
+    pub ntp_sources: &'a [String],
+    pub image_set: &'a str,
+    pub templates_namespace: &'a str,
+    pub ca_bundle: bool,
+    pub extra_manifests: bool,
+    pub node: NodeSpec<'a>,
+}
+
+/// Its one node.
+#[derive(Debug, Clone)]
+pub struct NodeSpec<'a> {
+    pub hostname: &'a str,
+    /// metal3's form: `redfish-virtualmedia+https://HOST/redfish/v1/Systems/ID`.
+    pub bmc_address: String,
+    pub bmc_secret: String,
+    pub boot_mac: &'a str,
+    pub boot_mode: Option<&'a str>,
+    pub root_device_hints: Option<&'a RootDeviceHints>,
+    /// The host's nmstate document (image-based-config `networkConfig`).
+    pub network_config: Option<&'a Value>,
+}
+
+/// The name of the BMC credentials Secret of `hostname`.
+pub fn bmc_secret_name(hostname: &str) -> String {
+    format!("{hostname}-bmc-secret")
+}
+
+fn meta(name: &str, namespace: Option<&str>) -> Value {
+    let mut m = Map::new();
+    m.insert("name".into(), name.into());
+    if let Some(ns) = namespace {
+        m.insert("namespace".into(), ns.into());
+    }
+    Value::Object(m)
+}
+
+pub fn namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": meta(name, None)})
+}
+
+pub fn cluster_image_set(name: &str, release_image: &str) -> Value {
+    json!({
+        "apiVersion": CLUSTER_IMAGE_SET_API,
+        "kind": "ClusterImageSet",
+        "metadata": meta(name, None),
+        "spec": {"releaseImage": release_image},
+    })
+}
+
+/// A ConfigMap of the site's namespace, labelled for the hub's backup.
+pub fn config_map(namespace: &str, name: &str, data: &[(String, String)]) -> Value {
+    let data: Map<String, Value> = data
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let mut metadata = meta(name, Some(namespace));
+    metadata["labels"] = json!({BACKUP_LABEL: "true"});
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data})
+}
+
+/// The `nodeNetwork.interfaces` of an nmstate document: each interface that names its MAC address.
+fn node_interfaces(network_config: &Value) -> Vec<Value> {
+    network_config
+        .get("interfaces")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|i| {
+            let name = i.get("name")?.as_str()?;
+            let mac = i.get("mac-address")?.as_str()?;
+            Some(json!({"name": name, "macAddress": mac}))
+        })
+        .collect()
+}
+
+pub fn cluster_instance(s: &ClusterSpec<'_>) -> Result<Value> {
+    let n = &s.node;
+    let mut node = json!({
+        "hostName": n.hostname,
+        "role": "master",
+        "bmcAddress": n.bmc_address,
+        "bmcCredentialsName": {"name": n.bmc_secret},
+        "bootMACAddress": n.boot_mac,
+        "templateRefs": [{"name": NODE_TEMPLATES, "namespace": s.templates_namespace}],
+    });
+    if let Some(mode) = n.boot_mode {
+        node["bootMode"] = mode.into();
+    }
+    if let Some(hints) = n.root_device_hints {
+        node["rootDeviceHints"] =
+            serde_json::to_value(hints).context("rendering rootDeviceHints")?;
+    }
+    if let Some(config) = n.network_config {
+        node["nodeNetwork"] = json!({"interfaces": node_interfaces(config), "config": config});
+    }
+    let mut spec = json!({
+        "clusterName": s.cluster_name,
+        "baseDomain": s.base_domain,
+        "clusterType": "SNO",
+        "clusterImageSetNameRef": s.image_set,
+        "pullSecretRef": {"name": PULL_SECRET_NAME},
+        "templateRefs": [{"name": CLUSTER_TEMPLATES, "namespace": s.templates_namespace}],
+        "nodes": [node],
+    });
+    if !s.ssh_key.is_empty() {
+        spec["sshPublicKey"] = s.ssh_key.into();
+    }
+    if !s.machine_networks.is_empty() {
+        spec["machineNetwork"] = s
+            .machine_networks
+            .iter()
+            .map(|c| json!({"cidr": c}))
+            .collect();
+    }
+    if let Some(p) = s.proxy {
+        let mut proxy = Map::new();
+        for (k, v) in [
+            ("httpProxy", &p.http_proxy),
+            ("httpsProxy", &p.https_proxy),
+            ("noProxy", &p.no_proxy),
+        ] {
+            if !v.is_empty() {
+                proxy.insert(k.into(), v.as_str().into());
+            }
+        }
+        if !proxy.is_empty() {
+            spec["proxy"] = Value::Object(proxy);
+        }
+    }
+    if !s.ntp_sources.is_empty() {
+        spec["additionalNTPSources"] = s.ntp_sources.into();
+    }
+    if s.ca_bundle {
+        spec["caBundleRef"] = json!({"name": CA_BUNDLE_NAME});
+    }
+    if s.extra_manifests {
+        spec["extraManifestsRefs"] = json!([{"name": EXTRA_MANIFESTS_NAME}]);
+    }
+    Ok(json!({
+        "apiVersion": CLUSTER_INSTANCE_API,
+        "kind": "ClusterInstance",
+        "metadata": meta(s.cluster_name, Some(s.cluster_name)),
+        "spec": spec,
+    }))
+}
+
+/// A Secret's YAML with `data` (base64), labelled for the hub's backup. The text holds the secret, so
+/// it is one.
+fn secret_yaml(
+    namespace: &str,
+    name: &str,
+    type_: &str,
+    data: &[(&str, &[u8])],
+) -> Result<Secret<String>> {
+    let data: Map<String, Value> = data
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), openssl::base64::encode_block(v).into()))
+        .collect();
+    let mut metadata = meta(name, Some(namespace));
+    metadata["labels"] = json!({BACKUP_LABEL: "true"});
+    let doc = json!({"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "type": type_, "data": data});
+    Ok(Secret::new(to_yaml(&doc).context("rendering a Secret")?))
+}
+
+/// The pull secret (`.dockerconfigjson`), as the ClusterDeployment references it.
+pub fn pull_secret(namespace: &str, pull_secret: &Secret<String>) -> Result<Secret<String>> {
+    secret_yaml(
+        namespace,
+        PULL_SECRET_NAME,
+        "kubernetes.io/dockerconfigjson",
+        &[(".dockerconfigjson", pull_secret.expose_str().as_bytes())],
+    )
+}
+
+/// The BMC credentials (`username`, `password`), as the BareMetalHost references them.
+pub fn bmc_secret(
+    namespace: &str,
+    name: &str,
+    user: &str,
+    password: &Secret<String>,
+) -> Result<Secret<String>> {
+    secret_yaml(
+        namespace,
+        name,
+        "Opaque",
+        &[
+            ("username", user.as_bytes()),
+            ("password", password.expose_str().as_bytes()),
+        ],
+    )
+}
+
+/// A document as YAML that YAML 1.1 readers (kubectl's) read the same way.
+pub fn to_yaml(doc: &Value) -> Result<String> {
+    let text = serde_yaml_ng::to_string(doc).context("rendering YAML")?;
+    Ok(quote_booleans(&text))
+}
+
+#[cfg(test)]
+mod tests;
