@@ -125,6 +125,10 @@ pub struct CreateHubManifestsOpts {
         default_value = "open-cluster-management"
     )]
     pub templates_namespace: String,
+    /// Write the Secrets as templates with their data left out (for sealed-secrets or
+    /// external-secrets): each names, in a comment, what to fill every key with
+    #[arg(long)]
+    pub secret_templates: bool,
 }
 
 #[derive(Debug, Args)]

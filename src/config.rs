@@ -11,6 +11,7 @@
 mod cross;
 mod finding;
 mod fleet;
+mod idms;
 mod image_based_config;
 mod input;
 mod install_config;
@@ -33,7 +34,8 @@ mod validate_ic;
 mod yaml11;
 
 pub use finding::{Finding, ValidationError};
-pub use fleet::{Fleet, SiteRules, load_fleet};
+pub use fleet::{Fleet, SITES_DIR, SiteRules, load_fleet};
+pub use idms::{IDMS_NAME, image_digest_mirror_set};
 pub use image_based_config::{
     IMAGE_BASED_CONFIG_FILE, ImageBasedConfig, parse_image_based_config,
     validate_image_based_config,
@@ -50,7 +52,7 @@ pub use installation::{
 };
 pub use installation_template::IMAGE_BASED_INSTALLATION_CONFIG_TEMPLATE;
 pub use inventory::{
-    BOOT_MODES, Inventory, Nic, RootDeviceHints, SiteEntry, load_inventory,
+    BOOT_MODES, Inventory, Nic, RootDeviceHints, SiteEntry, is_mac, load_inventory,
     load_inventory_with_findings, parse_inventory,
 };
 pub use inventory_bmc::BmcEntry;

@@ -3,4 +3,6 @@
 //! a layout for GitOps (docs/hub.md). Field facts: `../shared/reference/hub-handoff.md`.
 
 pub mod build;
+pub mod identity;
 pub mod objects;
+pub mod rules;

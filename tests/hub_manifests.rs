@@ -1,7 +1,10 @@
 //! `ibi create hub-manifests` on the bundled example fleet: the layout, the secrets' modes, no secret
-//! in the output (at trace level), the ClusterInstance's fields, every object taken by Debian's kubectl
-//! (`kubectl apply --dry-run=client`, against a stand-in for a hub's API discovery), and the findings
-//! of an inventory without what the hub needs (all at once, nothing written).
+//! in the output (at trace level), the ClusterInstance's fields, the identity Secrets of sites
+//! `create config-image --sites` built (byte for byte the kubeconfig, password and manifest.json the
+//! site was given; manifest.json as xorriso extracts it from the site's ISO), the mirrors as an
+//! extra manifest, every object taken by Debian's kubectl (`kubectl apply --dry-run=client`, against
+//! a stand-in for a hub's API discovery), Secret templates without data, and the findings of an
+//! inventory without what the hub needs or with what a hub refuses (all at once, nothing written).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
@@ -73,6 +76,68 @@ fn hub(base: &Path, inventory: &Path, extra: &[&str]) -> Output {
     ibi(&args, &[])
 }
 
+/// `create config-image --sites` for the inventory: the sites' identities a hub keeps.
+fn build_sites(base: &Path, inventory: &Path) {
+    let out = ibi(
+        &[
+            "create",
+            "config-image",
+            "--dir",
+            base.to_str().unwrap(),
+            "--sites",
+            inventory.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+/// A file of the ISO as xorriso (not ibi) reads it.
+fn xorriso_extract(iso: &Path, path: &str) -> Option<Vec<u8>> {
+    if !tool("xorriso", "example_fleet_renders_for_a_hub") {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("f");
+    let out = Command::new("xorriso")
+        .args(["-osirrox", "on", "-indev"])
+        .arg(iso)
+        .arg("-extract")
+        .arg(path)
+        .arg(&dest)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    Some(fs::read(dest).unwrap())
+}
+
+/// Every file under `dir` with its text.
+fn walk(dir: &Path, out: &mut std::collections::BTreeMap<PathBuf, String>) {
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            walk(&p, out);
+        } else {
+            out.insert(p.clone(), fs::read_to_string(&p).unwrap());
+        }
+    }
+}
+
+fn secret_data(p: &Path, key: &str) -> Vec<u8> {
+    openssl::base64::decode_block(yaml(p)["data"][key].as_str().unwrap()).unwrap()
+}
+
+/// The run failed with exit code 1, named every one of `wants` on stderr, and wrote nothing.
+fn assert_refused(out: &Output, base: &Path, wants: &[&str]) -> String {
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    for want in wants {
+        assert!(stderr.contains(want), "no {want:?} in:\n{stderr}");
+    }
+    assert!(!base.join("hub").exists());
+    stderr
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -89,17 +154,45 @@ fn yaml(p: &Path) -> Value {
 fn example_fleet_renders_for_a_hub() {
     let (base, inv) = example_base();
     let inventory = hub_inventory(base.path(), inv);
+    build_sites(base.path(), &inventory);
     let out = hub(base.path(), &inventory, &["--release-image", RELEASE]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(!stderr.contains("not built"), "{stderr}");
     let hub_dir = base.path().join("hub");
-    // Nothing secret on the terminal: not the BMC password, not the pull secret, not their base64.
+    // Nothing secret on the terminal: not the BMC password, not the pull secret, not the kubeadmin
+    // password, not their base64.
     let b64 = |s: &str| openssl::base64::encode_block(s.as_bytes());
-    for secret in [BMC_PASSWORD, PULL_AUTH, &b64(BMC_PASSWORD)] {
+    let kubeadmin =
+        fs::read_to_string(base.path().join("sites/a17/auth/kubeadmin-password")).unwrap();
+    for secret in [
+        BMC_PASSWORD,
+        PULL_AUTH,
+        &b64(BMC_PASSWORD),
+        &kubeadmin,
+        &b64(&kubeadmin),
+    ] {
         assert!(
             !stdout.contains(secret) && !stderr.contains(secret),
             "{secret} shown"
         );
+    }
+    // Nor in any file outside secrets/ (the harness of tests/secrets.rs runs single sites).
+    for dir in ["shared", "sites"] {
+        let mut files = std::collections::BTreeMap::new();
+        walk(&hub_dir.join(dir), &mut files);
+        for (path, body) in files {
+            for secret in [
+                BMC_PASSWORD,
+                PULL_AUTH,
+                &b64(BMC_PASSWORD),
+                &kubeadmin,
+                &b64(&kubeadmin),
+                "PRIVATE KEY",
+            ] {
+                assert!(!body.contains(secret), "{} holds a secret", path.display());
+            }
+        }
     }
     let mut want = vec![hub_dir.join("shared/cluster-image-set.yaml")];
     for site in SITES {
@@ -110,7 +203,7 @@ fn example_fleet_renders_for_a_hub() {
         ] {
             want.push(hub_dir.join("sites").join(site).join(f));
         }
-        for f in ["pull-secret.yaml", "bmc-credentials.yaml"] {
+        for f in IDENTITY_AND_OTHER_SECRETS {
             want.push(hub_dir.join("secrets").join(site).join(f));
         }
     }
@@ -120,9 +213,10 @@ fn example_fleet_renders_for_a_hub() {
     for site in SITES {
         let dir = hub_dir.join("secrets").join(site);
         assert_eq!(mode(&dir), 0o700);
-        for f in ["pull-secret.yaml", "bmc-credentials.yaml"] {
+        for f in IDENTITY_AND_OTHER_SECRETS {
             assert_eq!(mode(&dir.join(f)), 0o600, "{site}/{f}");
         }
+        identity_is_the_sites(base.path(), &dir, site);
         assert_eq!(
             mode(
                 &hub_dir
@@ -229,8 +323,72 @@ fn example_fleet_renders_for_a_hub() {
             .unwrap()
             .contains("kind: ConfigMap")
     );
+    // The mirrors of install-config's imageDigestSources, as the extra manifest IBIO takes them.
+    let idms: Value =
+        serde_json::from_str(em["data"]["image-digest-mirror-set.json"].as_str().unwrap()).unwrap();
+    assert_eq!(idms["kind"], "ImageDigestMirrorSet");
+    assert_eq!(
+        idms["spec"]["imageDigestMirrors"][0]["mirrors"][0],
+        "registry.edge.example.com:5000/openshift-release-dev/ocp-release"
+    );
 
     kubectl_takes_every_object(&hub_dir, &want);
+}
+
+const IDENTITY_AND_OTHER_SECRETS: [&str; 5] = [
+    "pull-secret.yaml",
+    "bmc-credentials.yaml",
+    "admin-kubeconfig.yaml",
+    "admin-password.yaml",
+    "seed-reconfiguration.yaml",
+];
+
+/// The three Secrets IBIO's reinstall reads hold what the site was given: its `auth/kubeconfig` and
+/// `auth/kubeadmin-password` byte for byte, and the manifest.json of its configuration ISO.
+fn identity_is_the_sites(base: &Path, secrets: &Path, site: &str) {
+    let built = base.join("sites").join(site);
+    let cluster = format!("sno-{site}");
+    let kc = secrets.join("admin-kubeconfig.yaml");
+    assert_eq!(
+        yaml(&kc)["metadata"]["name"],
+        format!("{cluster}-admin-kubeconfig")
+    );
+    assert_eq!(yaml(&kc)["metadata"]["namespace"], cluster.as_str());
+    assert_eq!(
+        yaml(&kc)["metadata"]["labels"]["siteconfig.open-cluster-management.io/preserve"],
+        "cluster-identity"
+    );
+    assert_eq!(
+        secret_data(&kc, "kubeconfig"),
+        fs::read(built.join("auth/kubeconfig")).unwrap()
+    );
+    let pw = secrets.join("admin-password.yaml");
+    assert_eq!(
+        yaml(&pw)["metadata"]["name"],
+        format!("{cluster}-admin-password")
+    );
+    assert_eq!(secret_data(&pw, "username"), b"kubeadmin");
+    assert_eq!(
+        secret_data(&pw, "password"),
+        fs::read(built.join("auth/kubeadmin-password")).unwrap()
+    );
+    let sr = secrets.join("seed-reconfiguration.yaml");
+    assert_eq!(
+        yaml(&sr)["metadata"]["name"],
+        format!("{cluster}-seed-reconfiguration")
+    );
+    let manifest = secret_data(&sr, "manifest.json");
+    let v: Value = serde_json::from_slice(&manifest).unwrap();
+    assert_eq!(v["cluster_name"], cluster.as_str());
+    if let Some(from_iso) = xorriso_extract(
+        &built.join("imagebasedconfig.iso"),
+        "/cluster-configuration/manifest.json",
+    ) {
+        assert_eq!(
+            manifest, from_iso,
+            "{site}: manifest.json differs from the ISO's"
+        );
+    }
 }
 
 /// Debian's kubectl applies every file (client-side dry run) against a stand-in for a hub's API
@@ -437,17 +595,16 @@ fn a_bmc_without_a_system_or_password_and_a_bad_boot_mode_are_findings() {
     inv["sites"][0]["bootMode"] = json!("BIOS");
     fs::write(&inventory, serde_yaml_ng::to_string(&inv).unwrap()).unwrap();
     let out = hub(base.path(), &inventory, &["--release-image", RELEASE]);
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    for want in [
-        "sites[0].bootMode (site a17): invalid value \"BIOS\"",
-        "sites[1].bmc.address (site a18): the hub's BareMetalHost needs one System",
-        "sites[2].bmc (site a19): ",
-        "no-such-file",
-    ] {
-        assert!(stderr.contains(want), "no {want:?} in:\n{stderr}");
-    }
-    assert!(!base.path().join("hub").exists());
+    assert_refused(
+        &out,
+        base.path(),
+        &[
+            "sites[0].bootMode (site a17): invalid value \"BIOS\"",
+            "sites[1].bmc.address (site a18): the hub's BareMetalHost needs one System",
+            "sites[2].bmc (site a19): ",
+            "no-such-file",
+        ],
+    );
 }
 
 #[test]
@@ -473,4 +630,132 @@ fn only_writes_the_named_sites_and_refuses_unknown_ones() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("--only: no site named \"a99\""), "{stderr}");
+}
+
+#[test]
+fn a_site_not_built_gets_no_identity_and_is_named() {
+    let (base, inv) = example_base();
+    let inventory = hub_inventory(base.path(), inv);
+    let out = hub(
+        base.path(),
+        &inventory,
+        &["--release-image", RELEASE, "--only", "a17"],
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("site a17: not built by `ibi create config-image --sites`"),
+        "{stderr}"
+    );
+    let secrets = base.path().join("hub/secrets/a17");
+    assert!(secrets.join("pull-secret.yaml").is_file());
+    assert!(!secrets.join("admin-kubeconfig.yaml").exists());
+}
+
+#[test]
+fn an_identity_that_no_longer_fits_the_inventory_is_refused() {
+    let (base, inv) = example_base();
+    let inventory = hub_inventory(base.path(), inv);
+    build_sites(base.path(), &inventory);
+    // a18 moves to another base domain after it was built; a19's password file is from another
+    // build; a17 lost its kubeconfig.
+    let mut inv: Value = serde_yaml_ng::from_slice(&fs::read(&inventory).unwrap()).unwrap();
+    inv["sites"][1]["baseDomain"] = json!("edge3.example.com");
+    fs::write(&inventory, serde_yaml_ng::to_string(&inv).unwrap()).unwrap();
+    fs::write(
+        base.path().join("sites/a19/auth/kubeadmin-password"),
+        "abcde-fghij-kmnop-qrstu",
+    )
+    .unwrap();
+    fs::remove_file(base.path().join("sites/a17/auth/kubeconfig")).unwrap();
+    let out = hub(base.path(), &inventory, &["--release-image", RELEASE]);
+    let stderr = assert_refused(
+        &out,
+        base.path(),
+        &[
+            "sites/a17/auth/kubeconfig: missing",
+            "sites/a18/imagebasedconfig.iso: cluster-configuration/manifest.json: base_domain: the site was built for \"edge2.example.com\", the inventory now says \"edge3.example.com\"",
+            "sites/a19/auth/kubeadmin-password: does not match the kubeadmin_password_hash",
+        ],
+    );
+    assert!(!stderr.contains("abcde-fghij-kmnop-qrstu"));
+}
+
+#[test]
+fn secret_templates_keep_the_keys_and_leave_the_data_out() {
+    let (base, inv) = example_base();
+    let inventory = hub_inventory(base.path(), inv);
+    build_sites(base.path(), &inventory);
+    // No BMC password on this workstation: the secrets come from elsewhere.
+    fs::remove_file(base.path().join("bmc-password")).unwrap();
+    let out = hub(
+        base.path(),
+        &inventory,
+        &[
+            "--release-image",
+            RELEASE,
+            "--secret-templates",
+            "--only",
+            "a17",
+        ],
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("secret templates without data"), "{stderr}");
+    let secrets = base.path().join("hub/secrets/a17");
+    for f in IDENTITY_AND_OTHER_SECRETS {
+        let p = secrets.join(f);
+        assert_eq!(mode(&p), 0o600);
+        let body = fs::read_to_string(&p).unwrap();
+        assert!(body.starts_with("# A template"), "{f}:\n{body}");
+        let doc = yaml(&p);
+        assert_eq!(doc["kind"], "Secret");
+        let data = doc["data"].as_object().unwrap();
+        assert!(!data.is_empty());
+        for (k, v) in data {
+            assert_eq!(v, "", "{f}: {k} has data");
+            assert!(
+                body.contains(&format!("#   {k}: ")),
+                "{f}: no fill comment for {k}"
+            );
+        }
+    }
+    let kc = fs::read_to_string(secrets.join("admin-kubeconfig.yaml")).unwrap();
+    assert!(kc.contains("sites/a17/auth/kubeconfig"), "{kc}");
+}
+
+#[test]
+fn what_a_hub_refuses_is_reported_before_anything_is_written() {
+    let (base, inv) = example_base();
+    let inventory = hub_inventory(base.path(), inv);
+    fs::write(
+        base.path()
+            .join("extra-manifests/99-a-name-far-too-long-for-a-hub.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n",
+    )
+    .unwrap();
+    fs::write(
+        base.path().join("extra-manifests/invoker-cm.yaml"),
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: y\n",
+    )
+    .unwrap();
+    // A pull-secret entry without auth (a credsStore), which ibi accepts and IBIO does not.
+    let ic = base.path().join("install-config.yaml");
+    let text_ic = fs::read_to_string(&ic).unwrap().replace(
+        r#"{"auths":{"registry.edge.example.com:5000":{"auth":"ZXhhbXBsZTpub3QtYS1yZWFsLXBhc3N3b3Jk"}}}"#,
+        r#"{"auths":{"registry.edge.example.com:5000":{"auth":"ZXhhbXBsZTpub3QtYS1yZWFsLXBhc3N3b3Jk"},"quay.io":{"credsStore":"desktop"}}}"#,
+    );
+    fs::write(&ic, text_ic).unwrap();
+    let out = hub(base.path(), &inventory, &["--release-image", RELEASE]);
+    let stderr = assert_refused(
+        &out,
+        base.path(),
+        &[
+            "extra-manifests/99-a-name-far-too-long-for-a-hub.yaml: the name has 37 characters",
+            "extra-manifests/invoker-cm.yaml: the name is one the hub writes itself",
+            "install-config.yaml:28: pullSecret: the entry for \"quay.io\" has no auth",
+        ],
+    );
+    // A value every site takes from the base is one finding, not one per site.
+    assert_eq!(stderr.matches("has no auth").count(), 1, "{stderr}");
 }

@@ -5,6 +5,7 @@ use anyhow::Result;
 
 use crate::cli::CreateHubManifestsOpts;
 use crate::hub::build::{HubOptions, build};
+use crate::hub::objects::SecretData;
 
 pub fn run(opts: &CreateHubManifestsOpts) -> Result<()> {
     let out = build(&HubOptions {
@@ -14,12 +15,29 @@ pub fn run(opts: &CreateHubManifestsOpts) -> Result<()> {
         release_image: opts.release_image.clone(),
         out: opts.out.clone(),
         templates_namespace: opts.templates_namespace.clone(),
+        secret_data: if opts.secret_templates {
+            SecretData::Templates
+        } else {
+            SecretData::Values
+        },
     })?;
     for f in &out.files {
         println!("{}", f.display());
     }
+    for site in &out.unbuilt {
+        eprintln!(
+            "site {site}: not built by `ibi create config-image --sites` (no {}/{site}): no identity Secrets; \
+             the hub gives it a new identity",
+            crate::config::SITES_DIR
+        );
+    }
+    let secrets = if opts.secret_templates {
+        "secret templates without data"
+    } else {
+        "secrets"
+    };
     eprintln!(
-        "{} sites: manifests in {} (secrets under {}/secrets, mode 0600)",
+        "{} sites: manifests in {} ({secrets} under {}/secrets, mode 0600)",
         out.sites,
         out.out.display(),
         out.out.display()

@@ -16,6 +16,10 @@ use super::inventory_render::{FleetBase, load_fleet_base};
 use super::manifests::{EXTRA_MANIFESTS_DIR, ExtraManifest, load_extra_manifests};
 use super::site::SiteInputs;
 
+/// `create config-image --sites` builds each site in `BASE/sites/<site>/`; `create hub-manifests`
+/// reads a built site's identity there.
+pub const SITES_DIR: &str = "sites";
+
 /// A command's own rules for one inventory entry; `inventory` names the file in findings.
 pub type SiteRules<'a> = &'a dyn Fn(&SiteEntry, &str) -> Vec<Finding>;
 

@@ -569,7 +569,8 @@ pub(crate) fn nic_address(nic: &Nic) -> Result<Cidr, String> {
     Ok(cidr)
 }
 
-fn is_mac(s: &str) -> bool {
+/// Six pairs of hex digits separated by `:` (metal3's `bootMACAddress` pattern).
+pub fn is_mac(s: &str) -> bool {
     let parts: Vec<&str> = s.split(':').collect();
     parts.len() == 6
         && parts

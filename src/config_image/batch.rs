@@ -35,7 +35,7 @@ use crate::seed::preflight::{self, SiteSeed};
 use crate::util::{interrupt, progress};
 
 /// The sites' directories go under `BASE/sites/`.
-pub const SITES_DIR: &str = "sites";
+pub use crate::config::SITES_DIR;
 /// Site directories are made like a `--dir` a user makes; the secrets inside have their own modes.
 const SITE_DIR_MODE: u32 = 0o755;
 /// SOURCE_DATE_EPOCH fixes every date in the ISO, so it is an input of the outputs.

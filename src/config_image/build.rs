@@ -22,9 +22,7 @@ use crate::contract::config_iso::ISO_FILE_NAME;
 use crate::seed::preflight::{self, SiteSeed};
 use crate::util::fs::{Clobber, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, write_atomic};
 
-pub const AUTH_DIR: &str = "auth";
-pub const KUBECONFIG_FILE: &str = "kubeconfig";
-pub const KUBEADMIN_PASSWORD_FILE: &str = "kubeadmin-password";
+pub use crate::contract::config_iso::{AUTH_DIR, KUBEADMIN_PASSWORD_FILE, KUBECONFIG_FILE};
 
 /// Where the outputs went.
 #[derive(Debug)]

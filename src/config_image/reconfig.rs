@@ -11,15 +11,14 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::config::{ImageDigestSource, Proxy, SiteInputs};
+use crate::config::{Proxy, SiteInputs};
 use crate::config_image::pki::SiteCrypto;
 use crate::contract::config_iso::SEED_RECONFIGURATION_VERSION;
 use crate::util::secret::Secret;
 
 /// Name of the user CA configmap; post-pivot maps it to recert's `proxy_trusted_ca_bundle`.
 pub const USER_CA_BUNDLE_CONFIGMAP: &str = "user-ca-bundle";
-/// Name of the IDMS object the installer writes; post-pivot deletes all IDMSs before applying ours.
-pub const IDMS_NAME: &str = "image-digest-mirror";
+pub use crate::config::{IDMS_NAME, image_digest_mirror_set};
 /// chrony.conf base the installer writes before the user's servers. The leading newline is the
 /// installer's and is kept so our manifest matches theirs byte for byte.
 const CHRONY_BASE: &str = "\npool 0.rhel.pool.ntp.org iburst\ndriftfile /var/lib/chrony/drift\nmakestep 1.0 3\nrtcsync\nlogdir /var/log/chrony";
@@ -215,57 +214,6 @@ fn crypto_retention(c: &SiteCrypto) -> KubeconfigCryptoRetention {
     }
 }
 
-#[derive(Serialize)]
-struct Idms<'a> {
-    kind: &'static str,
-    #[serde(rename = "apiVersion")]
-    api_version: &'static str,
-    metadata: IdmsMeta,
-    spec: IdmsSpec<'a>,
-    status: serde_json::Map<String, serde_json::Value>,
-}
-
-#[derive(Serialize)]
-struct IdmsMeta {
-    name: &'static str,
-}
-
-#[derive(Serialize)]
-struct IdmsSpec<'a> {
-    #[serde(rename = "imageDigestMirrors")]
-    image_digest_mirrors: Vec<IdmsMirror<'a>>,
-}
-
-#[derive(Serialize)]
-struct IdmsMirror<'a> {
-    source: &'a str,
-    mirrors: &'a [String],
-    #[serde(rename = "mirrorSourcePolicy", skip_serializing_if = "Option::is_none")]
-    mirror_source_policy: Option<&'a str>,
-}
-
-/// `cluster-configuration/manifests/image-digest-mirror-set.json`: a compact
-/// `config.openshift.io/v1` ImageDigestMirrorSet built from install-config `imageDigestSources`.
-pub fn image_digest_mirror_set(sources: &[ImageDigestSource]) -> Result<Vec<u8>> {
-    let idms = Idms {
-        kind: "ImageDigestMirrorSet",
-        api_version: "config.openshift.io/v1",
-        metadata: IdmsMeta { name: IDMS_NAME },
-        spec: IdmsSpec {
-            image_digest_mirrors: sources
-                .iter()
-                .map(|s| IdmsMirror {
-                    source: &s.source,
-                    mirrors: &s.mirrors,
-                    mirror_source_policy: s.source_policy.as_deref(),
-                })
-                .collect(),
-        },
-        status: serde_json::Map::new(),
-    };
-    serde_json::to_vec(&idms).context("serialising image-digest-mirror-set.json")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,23 +267,5 @@ mod tests {
             keys,
             ["proxyConfigmapBundle", "proxyConfigmapName", "userCaBundle"]
         );
-    }
-
-    #[test]
-    fn idms_shape() {
-        let src = [ImageDigestSource {
-            source: "quay.io/openshift-release-dev/ocp-release".into(),
-            mirrors: vec!["mirror.example.com:5000/ocp/release".into()],
-            source_policy: Some("NeverContactSource".into()),
-        }];
-        let v: serde_json::Value =
-            serde_json::from_slice(&image_digest_mirror_set(&src).unwrap()).unwrap();
-        assert_eq!(v["kind"], "ImageDigestMirrorSet");
-        assert_eq!(v["apiVersion"], "config.openshift.io/v1");
-        assert_eq!(v["metadata"]["name"], "image-digest-mirror");
-        let m = &v["spec"]["imageDigestMirrors"][0];
-        assert_eq!(m["source"], "quay.io/openshift-release-dev/ocp-release");
-        assert_eq!(m["mirrors"][0], "mirror.example.com:5000/ocp/release");
-        assert_eq!(m["mirrorSourcePolicy"], "NeverContactSource");
     }
 }

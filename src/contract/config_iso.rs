@@ -10,6 +10,11 @@ pub const VOLUME_LABEL: &str = "cluster-config";
 pub const LEGACY_VOLUME_LABEL: &str = "relocation-config";
 /// The output file name the installer uses and IBIO/docs refer to.
 pub const ISO_FILE_NAME: &str = "imagebasedconfig.iso";
+/// Beside the ISO, as the installer's `image-based create config-image` writes them: the admin
+/// kubeconfig and kubeadmin password of the cluster the ISO configures.
+pub const AUTH_DIR: &str = "auth";
+pub const KUBECONFIG_FILE: &str = "kubeconfig";
+pub const KUBEADMIN_PASSWORD_FILE: &str = "kubeadmin-password";
 /// The directory of the cluster's configuration inside the tree.
 pub const CONFIG_DIR: &str = "cluster-configuration";
 /// post-pivot reads `/opt/openshift/cluster-configuration/manifest.json` after copying the ISO root.

@@ -11,17 +11,29 @@
 //! OUT/sites/<site>/extra-manifests.yaml      with BASE/extra-manifests/
 //! OUT/secrets/<site>/pull-secret.yaml        0600, in 0700 folders
 //! OUT/secrets/<site>/bmc-credentials.yaml
+//! OUT/secrets/<site>/admin-kubeconfig.yaml   the identity IBIO's reinstall reads, for a site
+//! OUT/secrets/<site>/admin-password.yaml     `create config-image --sites` built
+//! OUT/secrets/<site>/seed-reconfiguration.yaml
 //! ```
 //!
-//! Each file is written atomically (temp file, fsync, rename). Secret values are never printed.
+//! Every object is rendered and checked against the field rules of [`super::rules`] before the
+//! first file is written; each file is written atomically (temp file, fsync, rename). Secret values
+//! are never printed; with [`SecretData::Templates`] they are not written either.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::objects::{self, ClusterSpec, NodeSpec};
-use crate::config::{self, Finding, Fleet, SiteEntry, SiteInputs, ValidationError};
+use anyhow::bail;
+
+use super::identity::{self, Handed};
+use super::objects::{self, ClusterSpec, IdentityData, NodeSpec, SecretData};
+use super::rules;
+use crate::config::{
+    self, EXTRA_MANIFESTS_DIR, Finding, Fleet, SITES_DIR as BUILT_SITES_DIR, SiteEntry, SiteInputs,
+    ValidationError,
+};
 use crate::image_ref::parse_image_reference;
 use crate::util::fs::{Clobber, ensure_dir, write_atomic};
 use crate::util::secret::Secret;
@@ -38,6 +50,14 @@ pub const CA_BUNDLE_FILE: &str = "ca-bundle.yaml";
 pub const EXTRA_MANIFESTS_FILE: &str = "extra-manifests.yaml";
 pub const PULL_SECRET_FILE: &str = "pull-secret.yaml";
 pub const BMC_SECRET_FILE: &str = "bmc-credentials.yaml";
+/// The identity Secrets, in the order of [`objects::identity_secret_names`].
+pub const IDENTITY_FILES: [&str; 3] = [
+    "admin-kubeconfig.yaml",
+    "admin-password.yaml",
+    "seed-reconfiguration.yaml",
+];
+/// The key of the mirror set in the extra-manifests ConfigMap (a file name ≤ 30 characters).
+pub const IDMS_KEY: &str = "image-digest-mirror-set.json";
 const DIR_MODE: u32 = 0o755;
 const FILE_MODE: u32 = 0o644;
 const SECRET_DIR_MODE: u32 = 0o700;
@@ -54,6 +74,8 @@ pub struct HubOptions {
     /// Default `BASE/hub`.
     pub out: Option<PathBuf>,
     pub templates_namespace: String,
+    /// Secrets with their data, or as templates without it.
+    pub secret_data: SecretData,
 }
 
 /// What was written.
@@ -62,6 +84,9 @@ pub struct HubOutput {
     /// Every file, shared ones first, then site by site in inventory order.
     pub files: Vec<PathBuf>,
     pub sites: usize,
+    /// Sites `create config-image --sites` has not built: no identity Secrets for them (a hub gives
+    /// them a new identity).
+    pub unbuilt: Vec<String>,
 }
 
 /// One site, checked, with everything its files need.
@@ -70,7 +95,9 @@ struct SitePlan<'a> {
     inputs: SiteInputs,
     bmc_address: String,
     bmc_user: String,
-    bmc_password: Secret<String>,
+    /// `None` only when Secrets are written as templates.
+    bmc_password: Option<Secret<String>>,
+    identity: Option<Handed>,
 }
 
 /// Checks everything, then writes; with any finding, nothing is written and the error is one
@@ -80,13 +107,21 @@ pub fn build(o: &HubOptions) -> Result<HubOutput> {
     let selected = |s: &SiteEntry| o.only.is_empty() || o.only.contains(&s.name);
     let rules = |s: &SiteEntry, inventory: &str| {
         if selected(s) {
-            site_rules(s, inventory)
+            site_rules(s, inventory, o.secret_data)
         } else {
             Vec::new()
         }
     };
     let fleet = match config::load_fleet(&o.base_dir, &o.inventory, &rules) {
-        Ok(fleet) => fleet,
+        Ok(fleet) => {
+            let dir = o.base_dir.join(EXTRA_MANIFESTS_DIR).display().to_string();
+            findings.extend(rules::manifest_findings(
+                &dir,
+                &fleet.manifests,
+                Some(IDMS_KEY),
+            ));
+            fleet
+        }
         Err(e) => {
             return Err(match e.downcast::<ValidationError>() {
                 Ok(v) => {
@@ -108,7 +143,7 @@ pub fn build(o: &HubOptions) -> Result<HubOutput> {
     let mut plans = Vec::new();
     let mut clusters: HashMap<String, String> = HashMap::new();
     for site in fleet.sites.iter().filter(|s| selected(s)) {
-        match plan_site(&fleet, site, &o.inventory) {
+        match plan_site(o, &fleet, site) {
             Ok(plan) => {
                 let cluster = plan.inputs.install_config.metadata.name.clone();
                 if let Some(first) = clusters.insert(cluster.clone(), site.name.clone()) {
@@ -134,13 +169,21 @@ pub fn build(o: &HubOptions) -> Result<HubOutput> {
         None => None,
     };
     let (Some(release_image), Some(image_set)) = (&o.release_image, image_set) else {
-        return Err(ValidationError { findings }.into());
+        return Err(refused(findings));
     };
     if !findings.is_empty() {
-        return Err(ValidationError { findings }.into());
+        return Err(refused(findings));
     }
     let out = o.out.clone().unwrap_or_else(|| o.base_dir.join(HUB_DIR));
     write_all(o, &fleet, &plans, &out, release_image, &image_set)
+}
+
+/// The run's findings as one error, each once: a value every site takes from the base is one
+/// problem, not one per site.
+fn refused(mut findings: Vec<Finding>) -> anyhow::Error {
+    let mut seen = std::collections::HashSet::new();
+    findings.retain(|f| seen.insert(f.to_string()));
+    ValidationError { findings }.into()
 }
 
 fn command_finding(field: &str, message: impl Into<String>) -> Finding {
@@ -167,7 +210,7 @@ fn option_findings(o: &HubOptions) -> Vec<Finding> {
             }
         }
     }
-    if !is_dns_label(&o.templates_namespace) {
+    if !rules::is_dns_label(&o.templates_namespace) {
         f.push(command_finding(
             "--templates-namespace",
             format!(
@@ -203,17 +246,8 @@ pub fn image_set_name(reference: &str) -> Result<String, String> {
     Ok(format!("ibi-{}", clean.trim_end_matches(['-', '.'])))
 }
 
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
 /// What the hub needs of an inventory entry that ibi itself does not.
-fn site_rules(site: &SiteEntry, inventory: &str) -> Vec<Finding> {
+fn site_rules(site: &SiteEntry, inventory: &str, secret_data: SecretData) -> Vec<Finding> {
     let mut f = Vec::new();
     let mut add = |key: &str, message: String| {
         f.push(Finding {
@@ -244,7 +278,9 @@ fn site_rules(site: &SiteEntry, inventory: &str) -> Vec<Finding> {
             "bmc.user",
             "required by the hub: the BMC user (with passwordFile or passwordEnv) for the BMC credentials Secret".into(),
         );
-    } else if let Err(e) = site.bmc_password(Path::new(inventory)) {
+    } else if secret_data == SecretData::Values
+        && let Err(e) = site.bmc_password(Path::new(inventory))
+    {
         // The error names the file or variable, never the password.
         add("bmc", format!("{e:#}"));
     }
@@ -292,34 +328,67 @@ pub fn metal3_bmc_address(address: &str, system: Option<&str>) -> Result<String,
     Ok(format!("redfish-virtualmedia+{system_url}"))
 }
 
-/// The site's inputs and BMC, checked; findings as a [`ValidationError`].
-fn plan_site<'a>(fleet: &Fleet, site: &'a SiteEntry, inventory: &Path) -> Result<SitePlan<'a>> {
+/// The site's inputs, BMC and identity, checked; findings as a [`ValidationError`].
+fn plan_site<'a>(o: &HubOptions, fleet: &Fleet, site: &'a SiteEntry) -> Result<SitePlan<'a>> {
     let inputs = fleet.site_inputs(site)?;
-    // site_rules checked these; a failure here is reported as a finding all the same.
-    let missing = |key: &str| {
-        anyhow::Error::from(ValidationError {
-            findings: vec![Finding {
-                file: fleet.inventory_file.clone(),
-                field: site.field(key),
-                message: "required by the hub".into(),
-                line: site.line(key),
-            }],
-        })
+    let mut findings: Vec<Finding> = rules::site_findings(&inputs)
+        .into_iter()
+        .map(|f| config::locate_site_finding(&fleet.base, &fleet.inventory_file, site, f))
+        .collect();
+    let ic = &inputs.install_config;
+    let identity = match identity::read(
+        &o.base_dir.join(BUILT_SITES_DIR).join(&site.name),
+        &ic.metadata.name,
+        &ic.base_domain,
+    ) {
+        Ok(h) => h,
+        Err(f) => {
+            findings.extend(f);
+            None
+        }
     };
-    let bmc = site.bmc.as_ref().ok_or_else(|| missing("bmc"))?;
-    let bmc_address = metal3_bmc_address(&bmc.address, bmc.system.as_deref())
-        .map_err(|_| missing("bmc.address"))?;
-    let bmc_user = bmc.user.clone().ok_or_else(|| missing("bmc.user"))?;
-    let bmc_password = site
-        .bmc_password(inventory)?
-        .ok_or_else(|| missing("bmc.passwordFile"))?;
+    // site_rules checked these; a failure here is reported as a finding all the same.
+    let missing = |key: &str| Finding {
+        file: fleet.inventory_file.clone(),
+        field: site.field(key),
+        message: "required by the hub".into(),
+        line: site.line(key),
+    };
+    let bmc = site.bmc.as_ref();
+    let bmc_address = bmc.and_then(|b| metal3_bmc_address(&b.address, b.system.as_deref()).ok());
+    let bmc_user = bmc.and_then(|b| b.user.clone());
+    let bmc_password = match o.secret_data {
+        SecretData::Templates => None,
+        SecretData::Values => match site.bmc_password(&o.inventory)? {
+            Some(p) => Some(p),
+            None => {
+                findings.push(missing("bmc.passwordFile"));
+                None
+            }
+        },
+    };
+    let (Some(bmc_address), Some(bmc_user)) = (bmc_address, bmc_user) else {
+        findings.push(missing("bmc"));
+        return Err(ValidationError { findings }.into());
+    };
+    if !findings.is_empty() {
+        return Err(ValidationError { findings }.into());
+    }
     Ok(SitePlan {
         site,
         inputs,
         bmc_address,
         bmc_user,
         bmc_password,
+        identity,
     })
+}
+
+/// One file to write: its text, and whether it is a Secret (0600 in a 0700 folder).
+struct OutFile {
+    path: PathBuf,
+    text: Secret<String>,
+    secret: bool,
 }
 
 fn write_all(
@@ -330,47 +399,77 @@ fn write_all(
     release_image: &str,
     image_set: &str,
 ) -> Result<HubOutput> {
-    let mut files = Vec::new();
-    let shared = out.join(SHARED_DIR);
-    ensure_dir(&shared, DIR_MODE)?;
-    let path = shared.join(CLUSTER_IMAGE_SET_FILE);
-    write_doc(&path, &objects::cluster_image_set(image_set, release_image))?;
-    files.push(path);
-    ensure_dir(&out.join(SECRETS_DIR), SECRET_DIR_MODE)?;
+    let mut outs = vec![doc_file(
+        out.join(SHARED_DIR).join(CLUSTER_IMAGE_SET_FILE),
+        &objects::cluster_image_set(image_set, release_image),
+    )?];
     for plan in plans {
-        files.extend(write_site(o, fleet, plan, out, image_set)?);
+        outs.extend(render_site(o, fleet, plan, out, image_set)?);
+    }
+    // Everything is rendered and checked before the first file is written.
+    for f in &outs {
+        let doc: serde_json::Value = serde_yaml_ng::from_str(f.text.expose_str())?;
+        let errors = rules::check_object(&doc);
+        if !errors.is_empty() {
+            bail!(
+                "internal error: {} breaks the hub's field rules: {}",
+                f.path.display(),
+                errors.join("; ")
+            );
+        }
+    }
+    ensure_dir(&out.join(SECRETS_DIR), SECRET_DIR_MODE)?;
+    let mut files = Vec::new();
+    for f in outs {
+        let (dir_mode, file_mode) = if f.secret {
+            (SECRET_DIR_MODE, SECRET_FILE_MODE)
+        } else {
+            (DIR_MODE, FILE_MODE)
+        };
+        if let Some(parent) = f.path.parent() {
+            ensure_dir(parent, dir_mode)?;
+        }
+        write_atomic(
+            &f.path,
+            f.text.expose_str().as_bytes(),
+            file_mode,
+            Clobber::Replace,
+        )?;
+        files.push(f.path);
     }
     Ok(HubOutput {
         out: out.to_path_buf(),
         files,
         sites: plans.len(),
+        unbuilt: plans
+            .iter()
+            .filter(|p| p.identity.is_none())
+            .map(|p| p.site.name.clone())
+            .collect(),
     })
 }
 
-/// A non-secret object as YAML, atomically.
-fn write_doc(path: &Path, doc: &serde_json::Value) -> Result<()> {
-    write_atomic(
+/// A non-secret object as YAML.
+fn doc_file(path: PathBuf, doc: &serde_json::Value) -> Result<OutFile> {
+    Ok(OutFile {
         path,
-        objects::to_yaml(doc)?.as_bytes(),
-        FILE_MODE,
-        Clobber::Replace,
-    )
+        text: Secret::new(objects::to_yaml(doc)?),
+        secret: false,
+    })
 }
 
-fn write_site(
+fn render_site(
     o: &HubOptions,
     fleet: &Fleet,
     plan: &SitePlan<'_>,
     out: &Path,
     image_set: &str,
-) -> Result<Vec<PathBuf>> {
+) -> Result<Vec<OutFile>> {
     let ic = &plan.inputs.install_config;
     let ibc = &plan.inputs.image_based_config;
     let ns = ic.metadata.name.as_str();
     let site_dir = out.join(SITES_DIR).join(&plan.site.name);
     let secret_dir = out.join(SECRETS_DIR).join(&plan.site.name);
-    ensure_dir(&site_dir, DIR_MODE)?;
-    ensure_dir(&secret_dir, SECRET_DIR_MODE)?;
     let mut docs = vec![(NAMESPACE_FILE, objects::namespace(ns))];
     let ca_bundle = !ic.additional_trust_bundle.trim().is_empty();
     if ca_bundle {
@@ -386,7 +485,7 @@ fn write_site(
             ),
         ));
     }
-    let manifests: Vec<(String, String)> = fleet
+    let mut manifests: Vec<(String, String)> = fleet
         .manifests
         .iter()
         .map(|m| {
@@ -396,6 +495,14 @@ fn write_site(
             )
         })
         .collect();
+    // IBIO does not render imageDigestSources: mirrors reach the cluster as an extra manifest.
+    if let Some(sources) = ic.image_digest_sources() {
+        let idms = config::image_digest_mirror_set(&sources)?;
+        manifests.push((
+            IDMS_KEY.to_string(),
+            String::from_utf8_lossy(&idms).into_owned(),
+        ));
+    }
     if !manifests.is_empty() {
         docs.push((
             EXTRA_MANIFESTS_FILE,
@@ -431,26 +538,49 @@ fn write_site(
     docs.push((CLUSTER_INSTANCE_FILE, objects::cluster_instance(&spec)?));
     let mut files = Vec::new();
     for (name, doc) in docs {
-        let path = site_dir.join(name);
-        write_doc(&path, &doc)?;
-        files.push(path);
+        files.push(doc_file(site_dir.join(name), &doc)?);
     }
-    let secrets = [
-        (PULL_SECRET_FILE, objects::pull_secret(ns, &ic.pull_secret)?),
+    let no_password = Secret::new(String::new());
+    let mode = o.secret_data;
+    let mut secrets = vec![
+        (
+            PULL_SECRET_FILE,
+            objects::pull_secret(ns, &ic.pull_secret, mode)?,
+        ),
         (
             BMC_SECRET_FILE,
-            objects::bmc_secret(ns, &bmc_secret, &plan.bmc_user, &plan.bmc_password)?,
+            objects::bmc_secret(
+                ns,
+                &bmc_secret,
+                &plan.bmc_user,
+                plan.bmc_password.as_ref().unwrap_or(&no_password),
+                mode,
+            )?,
         ),
     ];
+    if let Some(h) = &plan.identity {
+        let from = |p: &Path| format!("from {}", p.display());
+        let data = IdentityData {
+            kubeconfig: h.kubeconfig.expose(),
+            kubeconfig_from: from(&h.kubeconfig_path),
+            password: h.password.expose_str(),
+            password_from: from(&h.password_path),
+            manifest_json: h.manifest_json.expose(),
+            manifest_from: format!(
+                "{} inside {}",
+                crate::contract::config_iso::MANIFEST_PATH,
+                h.iso_path.display()
+            ),
+        };
+        let identity = objects::identity_secrets(ns, &data, mode)?;
+        secrets.extend(IDENTITY_FILES.into_iter().zip(identity));
+    }
     for (name, text) in secrets {
-        let path = secret_dir.join(name);
-        write_atomic(
-            &path,
-            text.expose().as_bytes(),
-            SECRET_FILE_MODE,
-            Clobber::Replace,
-        )?;
-        files.push(path);
+        files.push(OutFile {
+            path: secret_dir.join(name),
+            text,
+            secret: true,
+        });
     }
     Ok(files)
 }

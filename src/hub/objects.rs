@@ -181,31 +181,86 @@ pub fn cluster_instance(s: &ClusterSpec<'_>) -> Result<Value> {
     }))
 }
 
-/// A Secret's YAML with `data` (base64), labelled for the hub's backup. The text holds the secret, so
-/// it is one.
+/// How the Secrets are written: with their data, or as templates whose data a sealed-secrets or
+/// external-secrets step fills (`--secret-templates`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretData {
+    Values,
+    Templates,
+}
+
+/// One key of a Secret: its value, and in words what a template's user fills it with.
+pub struct SecretKey<'a> {
+    pub key: &'a str,
+    pub value: &'a [u8],
+    pub fill: String,
+}
+
+/// A Secret's YAML with `data` (base64), labelled for the hub's backup (and `labels`). The text holds
+/// the secret, so it is one. As a template, every key is there with an empty value, and a comment
+/// at the top says what each one takes.
 fn secret_yaml(
     namespace: &str,
     name: &str,
     type_: &str,
-    data: &[(&str, &[u8])],
+    labels: &[(&str, &str)],
+    keys: &[SecretKey<'_>],
+    mode: SecretData,
 ) -> Result<Secret<String>> {
-    let data: Map<String, Value> = data
+    let data: Map<String, Value> = keys
         .iter()
-        .map(|(k, v)| ((*k).to_string(), openssl::base64::encode_block(v).into()))
+        .map(|k| {
+            let v = match mode {
+                SecretData::Values => openssl::base64::encode_block(k.value),
+                SecretData::Templates => String::new(),
+            };
+            (k.key.to_string(), v.into())
+        })
         .collect();
     let mut metadata = meta(name, Some(namespace));
-    metadata["labels"] = json!({BACKUP_LABEL: "true"});
+    let mut all_labels = Map::new();
+    all_labels.insert(BACKUP_LABEL.into(), "true".into());
+    for (k, v) in labels {
+        all_labels.insert((*k).into(), (*v).into());
+    }
+    metadata["labels"] = Value::Object(all_labels);
     let doc = json!({"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "type": type_, "data": data});
-    Ok(Secret::new(to_yaml(&doc).context("rendering a Secret")?))
+    let yaml = to_yaml(&doc).context("rendering a Secret")?;
+    Ok(Secret::new(match mode {
+        SecretData::Values => yaml,
+        SecretData::Templates => format!("{}{yaml}", template_header(keys)),
+    }))
+}
+
+/// What each key of a template takes, as YAML comments.
+fn template_header(keys: &[SecretKey<'_>]) -> String {
+    let mut h = String::from(
+        "# A template: ibi left the data out (--secret-templates). Fill each key of data with the\n\
+         # base64 of what it names (or let your sealed-secrets / external-secrets step do it):\n",
+    );
+    for k in keys {
+        h.push_str(&format!("#   {}: {}\n", k.key, k.fill));
+    }
+    h
 }
 
 /// The pull secret (`.dockerconfigjson`), as the ClusterDeployment references it.
-pub fn pull_secret(namespace: &str, pull_secret: &Secret<String>) -> Result<Secret<String>> {
+pub fn pull_secret(
+    namespace: &str,
+    pull_secret: &Secret<String>,
+    mode: SecretData,
+) -> Result<Secret<String>> {
     secret_yaml(
         namespace,
         PULL_SECRET_NAME,
         "kubernetes.io/dockerconfigjson",
-        &[(".dockerconfigjson", pull_secret.expose_str().as_bytes())],
+        &[],
+        &[SecretKey {
+            key: ".dockerconfigjson",
+            value: pull_secret.expose_str().as_bytes(),
+            fill: "the pull secret (install-config.yaml pullSecret: JSON with auths)".into(),
+        }],
+        mode,
     )
 }
 
@@ -215,16 +270,120 @@ pub fn bmc_secret(
     name: &str,
     user: &str,
     password: &Secret<String>,
+    mode: SecretData,
 ) -> Result<Secret<String>> {
     secret_yaml(
         namespace,
         name,
         "Opaque",
+        &[],
         &[
-            ("username", user.as_bytes()),
-            ("password", password.expose_str().as_bytes()),
+            SecretKey {
+                key: "username",
+                value: user.as_bytes(),
+                fill: format!("the BMC user ({user:?} in the inventory)"),
+            },
+            SecretKey {
+                key: "password",
+                value: password.expose_str().as_bytes(),
+                fill: "the BMC password".into(),
+            },
         ],
+        mode,
     )
+}
+
+/// Labels IBIO puts on the identity Secrets it writes itself, but `image-based-installed…/created`
+/// (ibi did not create them on a hub), plus SiteConfig's preservation label, without which a
+/// SiteConfig reinstall (`preservationMode: ClusterIdentity`) deletes them with the
+/// ClusterDeployment instead of restoring them.
+pub const PRESERVE_LABEL: &str = "siteconfig.open-cluster-management.io/preserve";
+pub const PRESERVE_CLUSTER_IDENTITY: &str = "cluster-identity";
+const CD_NAME_LABEL: &str = "hive.openshift.io/cluster-deployment-name";
+const SECRET_TYPE_LABEL: &str = "hive.openshift.io/secret-type";
+/// The user IBIO's password Secret names (the installer's `kubeadmin`).
+pub const KUBEADMIN_USER: &str = "kubeadmin";
+
+/// What the three identity Secrets hold, with where each value came from (for the templates).
+pub struct IdentityData<'a> {
+    pub kubeconfig: &'a [u8],
+    pub kubeconfig_from: String,
+    pub password: &'a str,
+    pub password_from: String,
+    pub manifest_json: &'a [u8],
+    pub manifest_from: String,
+}
+
+/// The names IBIO's reinstall looks for: `<cd>-admin-kubeconfig`, `<cd>-admin-password`,
+/// `<cd>-seed-reconfiguration`, where the ClusterDeployment is named after the cluster.
+pub fn identity_secret_names(cluster: &str) -> [String; 3] {
+    [
+        format!("{cluster}-admin-kubeconfig"),
+        format!("{cluster}-admin-password"),
+        format!("{cluster}-seed-reconfiguration"),
+    ]
+}
+
+/// The three Secrets IBIO's reinstall reads, in the cluster's namespace, in the order of
+/// [`identity_secret_names`].
+pub fn identity_secrets(
+    cluster: &str,
+    d: &IdentityData<'_>,
+    mode: SecretData,
+) -> Result<[Secret<String>; 3]> {
+    let [kubeconfig, password, manifest] = identity_secret_names(cluster);
+    let labels = |type_: &'static str| {
+        [
+            (PRESERVE_LABEL, PRESERVE_CLUSTER_IDENTITY),
+            (CD_NAME_LABEL, cluster),
+            (SECRET_TYPE_LABEL, type_),
+        ]
+    };
+    Ok([
+        secret_yaml(
+            cluster,
+            &kubeconfig,
+            "Opaque",
+            &labels("kubeconfig"),
+            &[SecretKey {
+                key: "kubeconfig",
+                value: d.kubeconfig,
+                fill: format!("the admin kubeconfig ibi handed out, {}", d.kubeconfig_from),
+            }],
+            mode,
+        )?,
+        secret_yaml(
+            cluster,
+            &password,
+            "Opaque",
+            &labels("kubeadmincreds"),
+            &[
+                SecretKey {
+                    key: "username",
+                    value: KUBEADMIN_USER.as_bytes(),
+                    fill: format!("{KUBEADMIN_USER:?}"),
+                },
+                SecretKey {
+                    key: "password",
+                    value: d.password.as_bytes(),
+                    fill: format!("the kubeadmin password, {}", d.password_from),
+                },
+            ],
+            mode,
+        )?,
+        secret_yaml(
+            cluster,
+            &manifest,
+            "Opaque",
+            &labels("manifest.json"),
+            &[SecretKey {
+                key: "manifest.json",
+                value: d.manifest_json,
+                fill: format!("the site's manifest.json, {}", d.manifest_from),
+            }],
+            mode,
+        )?,
+    ])
 }
 
 /// A document as YAML that YAML 1.1 readers (kubectl's) read the same way.

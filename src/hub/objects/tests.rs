@@ -82,15 +82,109 @@ fn yaml_keeps_yaml11_words_strings() {
 #[test]
 fn secrets_are_base64_data_and_redacted_when_shown() {
     let password = Secret::new("pa:ss".to_string());
-    let text = bmc_secret("sno-a17", "h-bmc-secret", "admin", &password).unwrap();
+    let text = bmc_secret(
+        "sno-a17",
+        "h-bmc-secret",
+        "admin",
+        &password,
+        SecretData::Values,
+    )
+    .unwrap();
     assert_eq!(format!("{text:?}"), "<redacted>");
     let doc: Value = serde_yaml_ng::from_str(text.expose()).unwrap();
     assert_eq!(doc["type"], "Opaque");
     assert_eq!(doc["data"]["username"], "YWRtaW4=");
     assert_eq!(doc["data"]["password"], "cGE6c3M=");
     assert!(!text.expose().contains("pa:ss"));
-    let ps = pull_secret("sno-a17", &Secret::new(r#"{"auths":{}}"#.to_string())).unwrap();
+    let ps = pull_secret(
+        "sno-a17",
+        &Secret::new(r#"{"auths":{}}"#.to_string()),
+        SecretData::Values,
+    )
+    .unwrap();
     let doc: Value = serde_yaml_ng::from_str(ps.expose()).unwrap();
     assert_eq!(doc["type"], "kubernetes.io/dockerconfigjson");
     assert_eq!(doc["data"][".dockerconfigjson"], "eyJhdXRocyI6e319");
+}
+
+#[test]
+fn templates_keep_every_key_and_leave_the_data_out() {
+    let password = Secret::new("s3cret-pw".to_string());
+    let text = bmc_secret(
+        "sno-a17",
+        "h-bmc-secret",
+        "admin",
+        &password,
+        SecretData::Templates,
+    )
+    .unwrap();
+    assert!(
+        !text.expose().contains("czNjcmV0LXB3"),
+        "the base64 of the password"
+    );
+    assert!(!text.expose().contains("s3cret-pw"));
+    assert!(
+        text.expose().starts_with("# A template"),
+        "{}",
+        text.expose()
+    );
+    assert!(text.expose().contains("#   password: the BMC password"));
+    let doc: Value = serde_yaml_ng::from_str(text.expose()).unwrap();
+    assert_eq!(doc["data"], json!({"username": "", "password": ""}));
+    assert_eq!(doc["metadata"]["labels"][BACKUP_LABEL], "true");
+}
+
+#[test]
+fn identity_secrets_have_the_names_keys_and_labels_ibio_and_siteconfig_read() {
+    let d = IdentityData {
+        kubeconfig: b"kubeconfig bytes",
+        kubeconfig_from: "from sites/a17/auth/kubeconfig".into(),
+        password: "abcde-fghij",
+        password_from: "from sites/a17/auth/kubeadmin-password".into(),
+        manifest_json: b"{}",
+        manifest_from: "from sites/a17/imagebasedconfig.iso".into(),
+    };
+    let secrets = identity_secrets("sno-a17", &d, SecretData::Values).unwrap();
+    let docs: Vec<Value> = secrets
+        .iter()
+        .map(|s| serde_yaml_ng::from_str(s.expose()).unwrap())
+        .collect();
+    let names: Vec<&str> = docs
+        .iter()
+        .map(|d| d["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "sno-a17-admin-kubeconfig",
+            "sno-a17-admin-password",
+            "sno-a17-seed-reconfiguration"
+        ]
+    );
+    let decode = |v: &Value| openssl::base64::decode_block(v.as_str().unwrap()).unwrap();
+    assert_eq!(decode(&docs[0]["data"]["kubeconfig"]), b"kubeconfig bytes");
+    assert_eq!(decode(&docs[1]["data"]["username"]), b"kubeadmin");
+    assert_eq!(decode(&docs[1]["data"]["password"]), b"abcde-fghij");
+    assert_eq!(decode(&docs[2]["data"]["manifest.json"]), b"{}");
+    for (doc, type_) in docs
+        .iter()
+        .zip(["kubeconfig", "kubeadmincreds", "manifest.json"])
+    {
+        assert_eq!(doc["metadata"]["namespace"], "sno-a17");
+        assert_eq!(doc["type"], "Opaque");
+        let labels = &doc["metadata"]["labels"];
+        assert_eq!(labels[PRESERVE_LABEL], PRESERVE_CLUSTER_IDENTITY);
+        assert_eq!(labels["hive.openshift.io/secret-type"], type_);
+        assert_eq!(
+            labels["hive.openshift.io/cluster-deployment-name"],
+            "sno-a17"
+        );
+    }
+    let templates = identity_secrets("sno-a17", &d, SecretData::Templates).unwrap();
+    assert!(
+        templates[0]
+            .expose()
+            .contains("from sites/a17/auth/kubeconfig")
+    );
+    assert!(!templates[1].expose().contains("abcde-fghij"));
 }

@@ -1,0 +1,407 @@
+//! What a hub refuses that ibi's own inputs allow, checked before anything is written
+//! ([`site_findings`], [`manifest_findings`]), and the field rules every object ibi writes must
+//! follow ([`check_object`]): the published schemas' required fields, enum values, patterns and
+//! types, and the rules IBIO's and SiteConfig's webhooks and controllers enforce outside them
+//! (`../shared/reference/hub-handoff.md`: SiteConfig ecff291f, IBIO bc1ddc61).
+//!
+//! Already enforced for every site by ibi's input rules, and so not repeated here: a hostname that
+//! is a DNS-1123 subdomain (IBIO's webhook on `hostname`), an SSH key that parses as an
+//! authorized_keys line (`sshKey`), machine networks that parse as CIDRs and are present (ibi needs
+//! one or two; IBIO's webhook needs one with a proxy), a non-empty `auths` in the pull secret.
+
+use serde_json::Value;
+
+use super::objects::{CLUSTER_TEMPLATES, NODE_TEMPLATES};
+use crate::config::{BOOT_MODES, ExtraManifest, Finding, INSTALL_CONFIG_FILE, SiteInputs, is_mac};
+
+/// IBIO writes these into the extra manifests itself.
+pub const RESERVED_MANIFESTS: &[&str] = &["invoker-cm.yaml", "ibi-monitor-cm.yaml"];
+/// Longer extra-manifest file names break an image-based install from a hub (OCPBUGS-48244).
+pub const MAX_MANIFEST_NAME: usize = 30;
+/// ClusterInstance `clusterType` values (the schema's enum).
+const CLUSTER_TYPES: &[&str] = &[
+    "SNO",
+    "HighlyAvailable",
+    "HostedControlPlane",
+    "HighlyAvailableArbiter",
+];
+const ROLES: &[&str] = &["master", "worker", "arbiter"];
+const CLEANING_MODES: &[&str] = &["disabled", "metadata"];
+const ROOT_DEVICE_HINT_KEYS: &[&str] = &[
+    "deviceName",
+    "hctl",
+    "model",
+    "vendor",
+    "serialNumber",
+    "minSizeGigabytes",
+    "wwn",
+    "wwnWithExtension",
+    "wwnVendorExtension",
+    "rotational",
+];
+
+/// What IBIO refuses in a site's rendered inputs (findings about `install-config.yaml`, for the
+/// caller to place in the inventory or the base): every pull-secret entry needs an `auth` that is
+/// base64 of `user:password` with exactly one `:` (IBIO splits on `:` and refuses any other
+/// count; ibi, like the installer, accepts a `credsStore` or a token with a warning); the
+/// cluster name is the site's namespace on the hub (a DNS-1123 label).
+pub fn site_findings(inputs: &SiteInputs) -> Vec<Finding> {
+    let mut f = Vec::new();
+    let ic = &inputs.install_config;
+    let mut add = |field: &str, message: String| {
+        f.push(Finding {
+            file: INSTALL_CONFIG_FILE.into(),
+            field: field.into(),
+            message,
+            line: None,
+        });
+    };
+    let json: Value = serde_json::from_str(ic.pull_secret.expose_str()).unwrap_or(Value::Null);
+    if let Some(auths) = json.get("auths").and_then(Value::as_object) {
+        for (registry, entry) in auths {
+            let auth = entry.get("auth").and_then(Value::as_str);
+            let problem = match auth.map(user_password_colons) {
+                None => Some("has no auth (a credsStore is not enough on a hub)"),
+                Some(None) => Some("has an auth that is not base64 of \"user:password\""),
+                Some(Some(1)) => None,
+                Some(Some(_)) => Some("has a password containing ':'"),
+            };
+            if let Some(problem) = problem {
+                add(
+                    "pullSecret",
+                    format!(
+                        "the entry for {:?} {problem}: the hub's image-based-install-operator refuses it",
+                        crate::util::text::escape_control(registry)
+                    ),
+                );
+            }
+        }
+    }
+    let name = &ic.metadata.name;
+    if !is_dns_label(name) {
+        add(
+            "metadata.name",
+            format!(
+                "invalid value {name:?}: on a hub the cluster name is its namespace (lower-case letters, digits and '-', at most 63)"
+            ),
+        );
+    }
+    if let Some(p) = &ic.proxy {
+        let has_network = ic.networking.iter().any(|n| !n.machine_network.is_empty());
+        if (!p.http_proxy.is_empty() || !p.https_proxy.is_empty()) && !has_network {
+            add(
+                "networking.machineNetwork",
+                "required with a proxy: the hub's ImageClusterInstall webhook refuses a proxy without a machine network".into(),
+            );
+        }
+    }
+    f
+}
+
+/// How many `:` the decoded `user:password` of `auth` holds (`None`: not base64 of UTF-8 with a
+/// non-empty user).
+fn user_password_colons(auth: &str) -> Option<usize> {
+    let text = String::from_utf8(openssl::base64::decode_block(auth).ok()?).ok()?;
+    let (user, _) = text.split_once(':')?;
+    if user.is_empty() {
+        return None;
+    }
+    Some(text.matches(':').count())
+}
+
+/// What a hub refuses in the shared extra manifests, each named by its file in `manifests_dir`:
+/// names over [`MAX_MANIFEST_NAME`] characters, the names IBIO writes itself, names that are not
+/// ConfigMap keys, and a name ibi uses for the mirror set (`reserved`).
+pub fn manifest_findings(
+    manifests_dir: &str,
+    manifests: &[ExtraManifest],
+    reserved: Option<&str>,
+) -> Vec<Finding> {
+    let mut f = Vec::new();
+    for m in manifests {
+        let mut add = |message: String| {
+            f.push(Finding {
+                file: format!("{manifests_dir}/{}", m.name),
+                field: String::new(),
+                message,
+                line: None,
+            });
+        };
+        let n = m.name.chars().count();
+        if n > MAX_MANIFEST_NAME {
+            add(format!(
+                "the name has {n} characters: a hub's image-based install breaks on extra-manifest names over \
+                 {MAX_MANIFEST_NAME} (OCPBUGS-48244); rename the file"
+            ));
+        }
+        if RESERVED_MANIFESTS.contains(&m.name.as_str()) || reserved == Some(m.name.as_str()) {
+            add(
+                "the name is one the hub writes itself (image-based-install-operator, or ibi's mirror set): rename the file"
+                    .into(),
+            );
+        }
+        if !is_config_map_key(&m.name) {
+            add(
+                "the name is not a ConfigMap key (letters, digits, '-', '_' and '.', at most 253)"
+                    .into(),
+            );
+        }
+    }
+    f
+}
+
+fn is_config_map_key(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s != "."
+        && s != ".."
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// The object's violations of the field rules of its kind, one message each (empty: none).
+pub fn check_object(doc: &Value) -> Vec<String> {
+    let mut e = Errors::default();
+    let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
+    e.string(doc, "apiVersion");
+    e.string(doc, "kind");
+    e.name(doc, "metadata.name", is_dns_subdomain);
+    match kind {
+        "Namespace" => e.name(doc, "metadata.name", is_dns_label),
+        "ClusterImageSet" => e.string(doc, "spec.releaseImage"),
+        "ConfigMap" | "Secret" => {
+            e.string(doc, "metadata.namespace");
+            let data = doc.get("data").and_then(Value::as_object);
+            match data {
+                None => e.push("data: required (a map)"),
+                Some(d) => {
+                    for (k, v) in d {
+                        if !is_config_map_key(k) {
+                            e.push(format!("data: key {k:?} is not a valid key"));
+                        }
+                        if !v.is_string() {
+                            e.push(format!("data.{k}: must be a string"));
+                        }
+                    }
+                }
+            }
+            if kind == "Secret" {
+                let type_ = doc.get("type").and_then(Value::as_str).unwrap_or("");
+                if type_ == "kubernetes.io/dockerconfigjson"
+                    && data.is_none_or(|d| !d.contains_key(".dockerconfigjson"))
+                {
+                    e.push("data: a kubernetes.io/dockerconfigjson Secret needs .dockerconfigjson");
+                }
+            }
+        }
+        "ClusterInstance" => cluster_instance(doc, &mut e),
+        other => e.push(format!("kind {other:?}: not one ibi writes")),
+    }
+    e.0
+}
+
+fn cluster_instance(doc: &Value, e: &mut Errors) {
+    let spec = doc.get("spec").unwrap_or(&Value::Null);
+    for field in [
+        "spec.baseDomain",
+        "spec.clusterImageSetNameRef",
+        "spec.clusterName",
+        "spec.pullSecretRef.name",
+    ] {
+        e.string(doc, field);
+    }
+    e.name(doc, "spec.clusterName", is_dns_label);
+    e.one_of(doc, "spec.clusterType", CLUSTER_TYPES, false);
+    e.template_refs(doc, "spec.templateRefs", CLUSTER_TEMPLATES);
+    if doc.pointer("/metadata/namespace").and_then(Value::as_str)
+        != spec.get("clusterName").and_then(Value::as_str)
+    {
+        e.push("metadata.namespace: must be the cluster name (the namespace the IBI templates render into)");
+    }
+    for (i, m) in array(spec, "machineNetwork").iter().enumerate() {
+        if m.get("cidr")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            e.push(format!("spec.machineNetwork[{i}].cidr: required"));
+        }
+    }
+    let has_network = !array(spec, "machineNetwork").is_empty();
+    if spec.get("proxy").is_some() && !has_network {
+        e.push("spec.proxy: needs spec.machineNetwork (IBIO's webhook)");
+    }
+    for (i, r) in array(spec, "extraManifestsRefs").iter().enumerate() {
+        if r.get("name")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            e.push(format!("spec.extraManifestsRefs[{i}].name: required"));
+        }
+    }
+    let nodes = array(spec, "nodes");
+    if nodes.is_empty() {
+        e.push("spec.nodes: required");
+    }
+    let masters = nodes
+        .iter()
+        .filter(|n| n.get("role").and_then(Value::as_str).unwrap_or("master") == "master")
+        .count();
+    if spec.get("clusterType").and_then(Value::as_str) == Some("SNO") && masters != 1 {
+        e.push(format!(
+            "spec.nodes: SNO needs exactly one master, found {masters}"
+        ));
+    }
+    for (i, node) in nodes.iter().enumerate() {
+        let at = |f: &str| format!("spec.nodes[{i}].{f}");
+        let mut sub = Errors::default();
+        for f in [
+            "hostName",
+            "bmcAddress",
+            "bmcCredentialsName.name",
+            "bootMACAddress",
+        ] {
+            sub.string(node, f);
+        }
+        sub.name(node, "hostName", is_dns_subdomain);
+        if let Some(mac) = node.get("bootMACAddress").and_then(Value::as_str)
+            && !is_mac(mac)
+        {
+            sub.push(format!(
+                "bootMACAddress: {mac:?} does not match xx:xx:xx:xx:xx:xx"
+            ));
+        }
+        sub.one_of(node, "role", ROLES, true);
+        sub.one_of(node, "bootMode", BOOT_MODES, true);
+        sub.one_of(node, "automatedCleaningMode", CLEANING_MODES, true);
+        sub.template_refs(node, "templateRefs", NODE_TEMPLATES);
+        if let Some(h) = node.get("rootDeviceHints") {
+            match h.as_object() {
+                None => sub.push("rootDeviceHints: must be a map"),
+                Some(h) => {
+                    for (k, v) in h {
+                        let ok = match k.as_str() {
+                            "minSizeGigabytes" => v.is_u64(),
+                            "rotational" => v.is_boolean(),
+                            k if ROOT_DEVICE_HINT_KEYS.contains(&k) => v.is_string(),
+                            _ => false,
+                        };
+                        if !ok {
+                            sub.push(format!(
+                                "rootDeviceHints.{k}: not a metal3 hint of that type"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(nn) = node.get("nodeNetwork") {
+            if !nn.get("config").is_some_and(Value::is_object) {
+                sub.push("nodeNetwork.config: must be an nmstate document (a map)");
+            }
+            for (j, iface) in array(nn, "interfaces").iter().enumerate() {
+                let mac = iface
+                    .get("macAddress")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if iface
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                    || !is_mac(mac)
+                {
+                    sub.push(format!(
+                        "nodeNetwork.interfaces[{j}]: needs a name and a MAC address"
+                    ));
+                }
+            }
+        }
+        e.0.extend(sub.0.into_iter().map(|m| at(&m)));
+    }
+}
+
+fn array<'v>(v: &'v Value, key: &str) -> &'v [Value] {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+}
+
+#[derive(Default)]
+struct Errors(Vec<String>);
+
+impl Errors {
+    fn push(&mut self, m: impl Into<String>) {
+        self.0.push(m.into());
+    }
+
+    fn get<'v>(v: &'v Value, dotted: &str) -> Option<&'v Value> {
+        dotted.split('.').try_fold(v, |v, k| v.get(k))
+    }
+
+    /// `dotted` is a non-empty string.
+    fn string(&mut self, v: &Value, dotted: &str) {
+        match Self::get(v, dotted) {
+            None => self.push(format!("{dotted}: required")),
+            Some(Value::String(s)) if !s.is_empty() => {}
+            Some(Value::String(_)) => self.push(format!("{dotted}: must not be empty")),
+            Some(_) => self.push(format!("{dotted}: must be a string")),
+        }
+    }
+
+    /// `dotted`, when a string, passes `ok`.
+    fn name(&mut self, v: &Value, dotted: &str, ok: impl Fn(&str) -> bool) {
+        if let Some(s) = Self::get(v, dotted).and_then(Value::as_str)
+            && !s.is_empty()
+            && !ok(s)
+        {
+            self.push(format!("{dotted}: {s:?} is not a valid name"));
+        }
+    }
+
+    fn one_of(&mut self, v: &Value, dotted: &str, values: &[&str], optional: bool) {
+        match Self::get(v, dotted) {
+            None if optional => {}
+            None => self.push(format!("{dotted}: required")),
+            Some(Value::String(s)) if values.contains(&s.as_str()) => {}
+            Some(x) => self.push(format!("{dotted}: {x} is not one of {values:?}")),
+        }
+    }
+
+    /// A non-empty list of `{name, namespace}`, both set, naming `template`.
+    fn template_refs(&mut self, v: &Value, dotted: &str, template: &str) {
+        let refs = Self::get(v, dotted).and_then(Value::as_array);
+        let Some(refs) = refs.filter(|r| !r.is_empty()) else {
+            self.push(format!("{dotted}: required (SiteConfig's {template})"));
+            return;
+        };
+        for (i, r) in refs.iter().enumerate() {
+            for f in ["name", "namespace"] {
+                if r.get(f).and_then(Value::as_str).is_none_or(str::is_empty) {
+                    self.push(format!("{dotted}[{i}].{f}: required"));
+                }
+            }
+        }
+        if !refs
+            .iter()
+            .any(|r| r.get("name").and_then(Value::as_str) == Some(template))
+        {
+            self.push(format!("{dotted}: does not name SiteConfig's {template}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
