@@ -622,6 +622,20 @@ fn only_writes_the_named_sites_and_refuses_unknown_ones() {
     assert!(out_dir.join("sites/a18/cluster-instance.yaml").is_file());
     assert!(!out_dir.join("sites/a17").exists());
     assert!(!base.path().join("hub").exists());
+    // A site gone from the inventory keeps its folders; the next full run names them.
+    fs::create_dir_all(out_dir.join("sites/a99")).unwrap();
+    let full = hub(
+        base.path(),
+        &inventory,
+        &["--release-image", RELEASE, "--out", o],
+    );
+    let stderr = text(&full.stderr);
+    assert!(full.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("gitops/sites/a99: not a site of this run's inventory"),
+        "{stderr}"
+    );
+    assert!(out_dir.join("sites/a99").is_dir());
     let out = hub(
         base.path(),
         &inventory,

@@ -36,9 +36,16 @@ pub fn run(opts: &CreateHubManifestsOpts) -> Result<()> {
     } else {
         "secrets"
     };
+    for dir in &out.stale {
+        eprintln!(
+            "{}: not a site of this run's inventory; remove it if the site is gone",
+            dir.display()
+        );
+    }
     eprintln!(
-        "{} sites: manifests in {} ({secrets} under {}/secrets, mode 0600)",
+        "{} site{}: manifests in {} ({secrets} under {}/secrets, mode 0600)",
         out.sites,
+        if out.sites == 1 { "" } else { "s" },
         out.out.display(),
         out.out.display()
     );

@@ -87,6 +87,9 @@ pub struct HubOutput {
     /// Sites `create config-image --sites` has not built: no identity Secrets for them (a hub gives
     /// them a new identity).
     pub unbuilt: Vec<String>,
+    /// Folders under `OUT/sites/` (or `OUT/secrets/`) of sites the inventory no longer has (only
+    /// looked for without `--only`); left in place.
+    pub stale: Vec<PathBuf>,
 }
 
 /// One site, checked, with everything its files need.
@@ -446,7 +449,34 @@ fn write_all(
             .filter(|p| p.identity.is_none())
             .map(|p| p.site.name.clone())
             .collect(),
+        stale: if o.only.is_empty() {
+            stale_folders(out, fleet)
+        } else {
+            Vec::new()
+        },
     })
+}
+
+/// Site folders in OUT of sites not in the inventory.
+fn stale_folders(out: &Path, fleet: &Fleet) -> Vec<PathBuf> {
+    let mut stale = Vec::new();
+    for dir in [SITES_DIR, SECRETS_DIR] {
+        let Ok(entries) = std::fs::read_dir(out.join(dir)) else {
+            continue;
+        };
+        let mut found: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .filter(|e| {
+                let name = e.file_name();
+                !fleet.sites.iter().any(|s| name == s.name.as_str())
+            })
+            .map(|e| e.path())
+            .collect();
+        found.sort();
+        stale.extend(found);
+    }
+    stale
 }
 
 /// A non-secret object as YAML.
