@@ -598,6 +598,7 @@ const CSV_COLUMNS: &[&str] = &[
     "infra_id",
     "bootMACAddress",
     "bootMode",
+    "rootDeviceHints",
 ];
 
 /// CSV, kept simple: a header line, then one line per site; cells separated by `,` and trimmed; lists
@@ -709,6 +710,7 @@ fn csv_site(f: &mut Findings, line: usize, columns: &[&str], cells: &[&str]) -> 
             "infra_id" => site.infra_id = text(value),
             "bootMACAddress" => site.boot_mac_address = text(value),
             "bootMode" => site.boot_mode = text(value),
+            "rootDeviceHints" => site.root_device_hints = csv_root_device_hints(f, line, value),
             c if CSV_BMC_COLUMNS.contains(&c) => {
                 has_bmc = true;
                 set_csv_cell(f, line, &mut bmc, c, value);
@@ -749,6 +751,53 @@ fn csv_labels(f: &mut Findings, line: usize, value: &str) -> BTreeMap<String, St
         }
     }
     labels
+}
+
+/// `deviceName=/dev/sda;minSizeGigabytes=100`: metal3's hints as `key=value` items, a number for
+/// `minSizeGigabytes`, `true`/`false` for `rotational`, text for the others.
+fn csv_root_device_hints(f: &mut Findings, line: usize, value: &str) -> Option<RootDeviceHints> {
+    let field = format!("line {line} column rootDeviceHints");
+    let mut map = serde_json::Map::new();
+    for item in csv_list(value) {
+        let Some((k, v)) = item.split_once('=') else {
+            f.add(&field, format!("invalid item {item:?}: expected key=value"));
+            continue;
+        };
+        let (k, v) = (k.trim(), v.trim());
+        let v = match k {
+            "minSizeGigabytes" => match v.parse::<u32>() {
+                Ok(n) => serde_json::Value::from(n),
+                Err(_) => {
+                    f.add(
+                        &field,
+                        format!("{k}: invalid value {v:?}: expected a whole number"),
+                    );
+                    continue;
+                }
+            },
+            "rotational" => match v {
+                "true" => true.into(),
+                "false" => false.into(),
+                _ => {
+                    f.add(
+                        &field,
+                        format!("{k}: invalid value {v:?}: expected true or false"),
+                    );
+                    continue;
+                }
+            },
+            _ => v.into(),
+        };
+        map.insert(k.to_string(), v);
+    }
+    match serde_json::from_value(serde_json::Value::Object(map)) {
+        Ok(hints) => Some(hints),
+        Err(e) => {
+            // serde names the unknown key and the keys it expects; no value is secret here.
+            f.add(&field, e.to_string());
+            None
+        }
+    }
 }
 
 impl SiteEntry {

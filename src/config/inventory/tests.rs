@@ -156,11 +156,44 @@ fn csv_inventory_decodes_like_yaml() {
 }
 
 #[test]
+fn csv_root_device_hints_are_key_value_items() {
+    let inv = parse_inventory(
+        "sites.csv",
+        "name,hostname,rootDeviceHints\na,h,deviceName=/dev/sda;minSizeGigabytes=100;rotational=false\n",
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        inv.sites[0].root_device_hints,
+        Some(RootDeviceHints {
+            device_name: Some("/dev/sda".into()),
+            min_size_gigabytes: Some(100),
+            rotational: Some(false),
+            ..RootDeviceHints::default()
+        })
+    );
+    let f = findings_csv(
+        "name,hostname,rootDeviceHints\na,h,minSizeGigabytes=big;rotational=yes;disk\nb,h,diskName=sda\n",
+    );
+    assert_eq!(f.len(), 4, "{f:?}");
+    assert!(
+        f[0].contains("line 2 column rootDeviceHints: minSizeGigabytes: invalid value \"big\""),
+        "{f:?}"
+    );
+    assert!(f[1].contains("rotational: invalid value \"yes\""), "{f:?}");
+    assert!(f[2].contains("invalid item \"disk\""), "{f:?}");
+    assert!(
+        f[3].contains("line 3 column rootDeviceHints: unknown field `diskName`"),
+        "{f:?}"
+    );
+}
+
+#[test]
 fn csv_errors_name_line_and_column() {
     assert_eq!(
         findings_csv("name,hostnme\na,b\n"),
         [
-            "sites.csv: line 1 column 2: unknown column \"hostnme\", expected one of name, hostname, clusterName, baseDomain, sshKey, machineNetwork, interface, macAddress, address, gateway, dns, additionalNTPSources, releaseRegistry, nodeLabels, cluster_id, infra_id, bootMACAddress, bootMode, bmcAddress, bmcSystem, bmcUser, bmcPasswordFile, bmcPasswordEnv, bmcCaFile, bmcInsecure"
+            "sites.csv: line 1 column 2: unknown column \"hostnme\", expected one of name, hostname, clusterName, baseDomain, sshKey, machineNetwork, interface, macAddress, address, gateway, dns, additionalNTPSources, releaseRegistry, nodeLabels, cluster_id, infra_id, bootMACAddress, bootMode, rootDeviceHints, bmcAddress, bmcSystem, bmcUser, bmcPasswordFile, bmcPasswordEnv, bmcCaFile, bmcInsecure"
         ]
     );
     assert_eq!(
