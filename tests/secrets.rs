@@ -7,6 +7,11 @@
 //! search is known to work. A second test runs the writers under umask 000, 022 and 077 and checks
 //! that every output holding a secret is private; a third reads the seed from a registry that asks
 //! for the pull secret (right and wrong), where HTTP-level tracing could show it.
+//!
+//! The fleet commands run on a fleet of one (`fleet/`: the same inputs, one inventory entry `s`
+//! whose BMC password carries a marker too) whose site takes the single site's identity, so the same
+//! needles find its keys: `create config-image --sites`, then `create hub-manifests` with its
+//! Secrets and as templates (which must hold no secret at all).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
@@ -26,6 +31,10 @@ const INSTALL_CONFIG: &str = "image-based-installation-config.yaml";
 /// The auth of the examples' fake pull secret, replaced by the marked one.
 const EXAMPLE_AUTH: &str = "ZXhhbXBsZTpub3QtYS1yZWFsLXBhc3N3b3Jk";
 const NO_DISK: &str = "/dev/disk/by-id/ibi-secrets-test-no-such-disk";
+const FLEET: &str = "fleet";
+/// The fleet's one site, built into `fleet/sites/s/`.
+const FLEET_SITE: &str = "fleet/sites/s";
+const HUB_SECRETS: &str = "fleet/hub/secrets/s";
 
 /// A secret, the needles that find it and the places it may be.
 struct Secret {
@@ -62,6 +71,7 @@ impl Root {
             "tmpl-site",
             "tmpl-install",
             "agent",
+            FLEET,
         ] {
             fs::create_dir(root.path(d)).expect("mkdir");
         }
@@ -127,7 +137,63 @@ fn write_inputs(root: &Root) -> String {
         &format!("oci:{}:", repo.join("seed-fixtures/seed").display()),
     );
     fs::write(root.path(INSTALL).join(INSTALL_CONFIG), text).unwrap();
+    // The fleet of one: the site's inputs as the base (not its extra manifest, whose name is longer
+    // than a hub takes), a BMC for the hub.
+    for f in ["install-config.yaml", "image-based-config.yaml"] {
+        fs::copy(root.path(SITE).join(f), root.path(FLEET).join(f)).unwrap();
+    }
+    fs::write(
+        root.path(FLEET).join("bmc-password"),
+        format!("IBI-BMC-MARKER-{hex}\n"),
+    )
+    .unwrap();
+    fs::write(
+        root.path(FLEET).join("sites.yaml"),
+        "sites:\n  - name: s\n    hostname: sno-a17\n    bootMACAddress: 52:54:00:aa:17:01\n    bmc:\n      \
+         address: https://127.0.0.1:8000/redfish/v1/Systems/1\n      user: admin\n      passwordFile: bmc-password\n",
+    )
+    .unwrap();
     auth
+}
+
+/// The fleet commands, after the single site's identity was copied into the fleet's site.
+fn fleet_steps(root: &Root) -> Vec<(&'static str, Vec<String>, i32)> {
+    let id = root.path(FLEET_SITE).join(".ibi");
+    fs::create_dir_all(&id).unwrap();
+    fs::copy(
+        root.path("site/.ibi/identity.json"),
+        id.join("identity.json"),
+    )
+    .unwrap();
+    let (fleet, sites) = (root.arg(FLEET), root.arg("fleet/sites.yaml"));
+    let hub = |extra: &[&str]| {
+        let mut args = vec![
+            "create",
+            "hub-manifests",
+            "--dir",
+            &fleet,
+            "--sites",
+            &sites,
+            "--release-image",
+            "quay.io/openshift-release-dev/ocp-release:4.18.0-x86_64",
+        ];
+        args.extend_from_slice(extra);
+        trace(&args)
+    };
+    let templates = root.arg("fleet/hub-templates");
+    vec![
+        (
+            "create config-image --sites",
+            trace(&["create", "config-image", "--dir", &fleet, "--sites", &sites]),
+            0,
+        ),
+        ("create hub-manifests", hub(&[]), 0),
+        (
+            "create hub-manifests --secret-templates",
+            hub(&["--secret-templates", "--out", &templates]),
+            0,
+        ),
+    ]
 }
 
 fn trace(args: &[&str]) -> Vec<String> {
@@ -198,8 +264,7 @@ fn run_all(root: &Root) -> Vec<Ran> {
             0,
         ),
     ];
-    let mut ran = Vec::new();
-    for (label, args, code) in steps {
+    let run = |(label, args, code): (&str, Vec<String>, i32)| {
         let out = root.ibi("022", &args);
         assert_eq!(
             out.status.code(),
@@ -207,13 +272,21 @@ fn run_all(root: &Root) -> Vec<Ran> {
             "{label}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        ran.push(Ran {
+        Ran {
             label: label.to_string(),
             out,
-        });
-    }
+        }
+    };
+    let mut ran: Vec<Ran> = steps.into_iter().map(run).collect();
+    // After the single site's config-image: the fleet's site takes its identity.
+    ran.extend(fleet_steps(root).into_iter().map(run));
     if cfg!(feature = "agent") {
-        let ignition = &ran.last().expect("ran").out.stdout;
+        let ignition = &ran
+            .iter()
+            .find(|r| r.label == "inspect --ignition installation ISO")
+            .expect("ran")
+            .out
+            .stdout;
         ran.extend(run_agent(root, ignition));
     } else {
         eprintln!("SKIP the agent commands: built without --features agent");
@@ -409,7 +482,48 @@ fn secrets(root: &Root, auth: &str) -> Vec<Secret> {
             allowed,
         });
     }
+    // The fleet's site holds the same identity: each secret may also be where the fleet keeps it.
+    for secret in &mut out {
+        let fleet: Vec<String> = secret
+            .allowed
+            .iter()
+            .flat_map(|p| fleet_places(p))
+            .collect();
+        secret.allowed.extend(fleet);
+    }
+    let bmc = fs::read_to_string(root.path("fleet/bmc-password")).unwrap();
+    out.push(Secret {
+        name: "BMC password".into(),
+        needles: needles(bmc.trim_end().as_bytes()),
+        allowed: vec![
+            "fleet/bmc-password".into(),
+            format!("{HUB_SECRETS}/bmc-credentials.yaml"),
+        ],
+        home: format!("{HUB_SECRETS}/bmc-credentials.yaml"),
+    });
     out
+}
+
+/// Where the fleet of one keeps what the single site keeps at `rel`: its own copy, and the hub's
+/// Secret holding it.
+fn fleet_places(rel: &str) -> Vec<String> {
+    let site = |f: &str| format!("{FLEET_SITE}/{f}");
+    let hub = |f: &str| format!("{HUB_SECRETS}/{f}");
+    match rel {
+        "site/install-config.yaml" => {
+            vec!["fleet/install-config.yaml".into(), hub("pull-secret.yaml")]
+        }
+        "site/imagebasedconfig.iso" => vec![
+            site("imagebasedconfig.iso"),
+            hub("seed-reconfiguration.yaml"),
+        ],
+        "site/auth/kubeadmin-password" => {
+            vec![site("auth/kubeadmin-password"), hub("admin-password.yaml")]
+        }
+        "site/auth/kubeconfig" => vec![site("auth/kubeconfig"), hub("admin-kubeconfig.yaml")],
+        "site/.ibi/identity.json" => vec![site(".ibi/identity.json")],
+        _ => Vec::new(),
+    }
 }
 
 /// Every regular file under `dir`, by path relative to `base`; symlinks are not followed.
@@ -500,6 +614,8 @@ fn secrets_stay_in_their_files_at_trace_level() {
     );
     // Every output file holding a secret is private (the inputs are the test's own files).
     let inputs = [
+        "fleet/install-config.yaml",
+        "fleet/bmc-password",
         "site/install-config.yaml",
         "install/image-based-installation-config.yaml",
         "agent/pull-secret.json",
