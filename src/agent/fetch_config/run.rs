@@ -96,6 +96,39 @@ fn already_present(target: &Path) -> bool {
     present
 }
 
+/// What [`install_tree_from_dir`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirOutcome {
+    /// The target already held the same files and bytes; nothing was written.
+    AlreadyInPlace,
+    /// The tree was staged beside the target and renamed onto it.
+    Written,
+}
+
+/// Copies the configuration tree in the directory `src` to `target` the way a device is copied:
+/// under the parent's lock, after removing the `<name>.tmp-*`/`<name>.old-*` a killed run left,
+/// staged in a sibling temp dir, checked (manifest, `manifests/`), fsynced and renamed, so post-pivot
+/// never sees half a tree. A target that already holds exactly `src`'s files and bytes is left alone
+/// (a re-run after a kill between the rename and the state record); any other target is replaced.
+pub fn install_tree_from_dir(src: &Path, target: &Path) -> Result<DirOutcome> {
+    let _lock = super::stage::lock_parent(target)?;
+    super::stage::remove_leftovers(target)?;
+    if super::source::same_tree(src, target)? {
+        tracing::info!("{} already holds {}", target.display(), src.display());
+        return Ok(DirOutcome::AlreadyInPlace);
+    }
+    super::stage::install_atomically(target, |staging| super::source::copy_tree(src, "", staging))
+        .with_context(|| {
+            format!(
+                "copying {} to {} ({} left as it was)",
+                src.display(),
+                target.display(),
+                target.display()
+            )
+        })?;
+    Ok(DirOutcome::Written)
+}
+
 fn copy_from(found: &Found, target: &Path) -> Result<()> {
     super::stage::install_atomically(target, |staging| {
         super::source::copy_device(&found.dev, found.probe.kind, staging)

@@ -108,7 +108,7 @@ fn copy_mounted(dev: &Path, kind: FsKind, staging: &Staging) -> Result<()> {
 
 /// Copies regular files and directories below `dir`; symlinks and special files are skipped
 /// (they could point outside the tree), with a warning.
-fn copy_tree(dir: &Path, rel: &str, staging: &Staging) -> Result<()> {
+pub fn copy_tree(dir: &Path, rel: &str, staging: &Staging) -> Result<()> {
     let mut entries = fs::read_dir(dir)
         .with_context(|| format!("listing {}", dir.display()))?
         .collect::<std::io::Result<Vec<_>>>()
@@ -137,6 +137,51 @@ fn copy_tree(dir: &Path, rel: &str, staging: &Staging) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// True when `target` holds exactly the regular files and directories of `src`, with the same bytes
+/// (modes are not compared: staging sets its own). A missing target is not the same.
+pub fn same_tree(src: &Path, target: &Path) -> Result<bool> {
+    if !target.is_dir() {
+        return Ok(false);
+    }
+    let (a, b) = (list_tree(src, "")?, list_tree(target, "")?);
+    if a.len() != b.len() || a.iter().zip(&b).any(|(x, y)| x.0 != y.0 || x.1 != y.1) {
+        return Ok(false);
+    }
+    for (rel, is_dir) in &a {
+        if !is_dir && fs::read(src.join(rel))? != fs::read(target.join(rel))? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Every entry below `dir` as (relative path, is a directory), sorted; what [`copy_tree`] copies.
+fn list_tree(dir: &Path, rel: &str) -> Result<Vec<(String, bool)>> {
+    let mut out = Vec::new();
+    let mut entries = fs::read_dir(dir)
+        .with_context(|| format!("listing {}", dir.display()))?
+        .collect::<std::io::Result<Vec<_>>>()
+        .with_context(|| format!("listing {}", dir.display()))?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let name = entry.file_name();
+        if rel.is_empty() && name == SKIP_AT_TOP {
+            continue;
+        }
+        let child_rel = join_rel(rel, &name);
+        let meta = entry
+            .metadata()
+            .with_context(|| format!("reading {}", entry.path().display()))?;
+        if meta.is_dir() {
+            out.push((child_rel.clone(), true));
+            out.extend(list_tree(&entry.path(), &child_rel)?);
+        } else if meta.is_file() {
+            out.push((child_rel, false));
+        }
+    }
+    Ok(out)
 }
 
 fn check_size(rel: &str, size: u64) -> Result<()> {
