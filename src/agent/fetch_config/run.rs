@@ -117,7 +117,7 @@ pub fn install_tree_from_dir(src: &Path, target: &Path) -> Result<DirOutcome> {
         tracing::info!("{} already holds {}", target.display(), src.display());
         return Ok(DirOutcome::AlreadyInPlace);
     }
-    super::stage::install_atomically(target, |staging| super::source::copy_tree(src, "", staging))
+    super::stage::install_atomically(target, |staging| super::source::copy_tree(src, staging))
         .with_context(|| {
             format!(
                 "copying {} to {} ({} left as it was)",
@@ -138,23 +138,20 @@ fn copy_from(found: &Found, target: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::iso9660::{IsoBuilder, WriteOptions};
+    use crate::iso9660::test_image;
     use std::fs;
 
     /// A fake root whose `sr0` is an ISO built by our writer.
     fn root_with_iso(manifest: &[u8], label: &str) -> tempfile::TempDir {
         let root = tempfile::tempdir().unwrap();
-        let mut b = IsoBuilder::new();
-        b.add_dir("cluster-configuration/manifests", 0o755).unwrap();
-        b.add_file(MANIFEST_PATH, manifest.to_vec(), 0o600).unwrap();
-        b.add_file("extra-manifests/x.yaml", b"kind: X\n".to_vec(), 0o644)
-            .unwrap();
-        let opts = WriteOptions {
-            volume_id: label.to_string(),
-            timestamp: 0,
-        };
-        let mut iso = Vec::new();
-        b.write(&opts, &mut iso).unwrap();
+        let iso = test_image(
+            label,
+            &["cluster-configuration/manifests"],
+            &[
+                (MANIFEST_PATH, manifest, 0o600),
+                ("extra-manifests/x.yaml", b"kind: X\n", 0o644),
+            ],
+        );
         let sys = root.path().join("sys/class/block/sr0");
         fs::create_dir_all(&sys).unwrap();
         fs::write(sys.join("size"), format!("{}\n", iso.len() / 512)).unwrap();

@@ -32,6 +32,7 @@ pub fn write_site_config(src: &Path, stateroot_dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::fs::sorted_names as names;
     use std::fs;
     use std::os::unix::fs::MetadataExt;
 
@@ -50,15 +51,6 @@ mod tests {
         )
         .unwrap();
         root
-    }
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<_> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
     }
 
     fn assert_same(src: &Path, target: &Path) {
