@@ -340,7 +340,8 @@ fn one_shot_tree(cfg: &InstallationConfig, site: &Path) -> Result<SiteTree> {
     match config::parse_minor_version(&cfg.seed_version) {
         Some(v) if v >= config::ONE_SHOT_SINCE => {}
         _ => bail!(
-            "--site: seedVersion {} is older than {}, the first lifecycle-agent whose post-pivot takes a              pre-placed /opt/openshift/cluster-configuration",
+            "--site: seedVersion {:?} is not {} or later, the first lifecycle-agent whose post-pivot \
+             takes a pre-placed /opt/openshift/cluster-configuration",
             escape_control(&cfg.seed_version),
             config::ONE_SHOT_SINCE
         ),
@@ -488,4 +489,34 @@ fn write_output(base: &Path, out: &Path, patches: &[Patch]) -> Result<()> {
     })?;
     bar.finish_and_clear();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only seeds whose post-pivot takes a pre-placed cluster-configuration (4.16 on) get a one-shot
+    /// ISO; the refusal comes before the site's ISO is looked for.
+    #[test]
+    fn one_shot_needs_a_seed_of_4_16_or_later() {
+        let site = tempfile::tempdir().unwrap();
+        let cfg = |v: &str| InstallationConfig {
+            seed_version: v.to_string(),
+            ..Default::default()
+        };
+        for old in ["4.15.9", "4.x", ""] {
+            let err = format!("{:#}", one_shot_tree(&cfg(old), site.path()).unwrap_err());
+            assert!(
+                err.contains("is not 4.16 or later, the first lifecycle-agent"),
+                "{old}: {err}"
+            );
+        }
+        for ok in ["4.16.0", "4.22.1", "5.0.0-ec.4"] {
+            let err = format!("{:#}", one_shot_tree(&cfg(ok), site.path()).unwrap_err());
+            assert!(
+                err.contains("build the site's configuration ISO first"),
+                "{ok}: {err}"
+            );
+        }
+    }
 }
