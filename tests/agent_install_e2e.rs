@@ -16,7 +16,6 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use common::agent::{
@@ -57,35 +56,6 @@ fn run_and_kill_in_post_sh(t: &Target) {
     let _ = child.wait();
 }
 
-/// A one-shot ISO's live system (`ibi create image --site`): the site's tree where Ignition puts it,
-/// files 0600 and directories 0700, with the empty `manifests/` post-pivot needs.
-fn place_site_tree(t: &Target) -> std::path::PathBuf {
-    let tree = t.path("live/var/tmp/ibi-site-configuration");
-    for d in [
-        "",
-        "cluster-configuration",
-        "cluster-configuration/manifests",
-        "extra-manifests",
-    ] {
-        fs::create_dir_all(tree.join(d)).unwrap();
-        fs::set_permissions(tree.join(d), fs::Permissions::from_mode(0o700)).unwrap();
-    }
-    for (rel, data) in [
-        (
-            "cluster-configuration/manifest.json",
-            &br#"{"api_version":1,"cluster_name":"sno-a"}"#[..],
-        ),
-        (
-            "extra-manifests/ibi-reconfiguration.yaml",
-            b"kind: ConfigMap\n",
-        ),
-    ] {
-        fs::write(tree.join(rel), data).unwrap();
-        fs::set_permissions(tree.join(rel), fs::Permissions::from_mode(0o600)).unwrap();
-    }
-    tree
-}
-
 /// `tree_manifest` lines without owner and extended attributes: path, type, size, digest, mode.
 fn shape(lines: Vec<String>, prefix: &str) -> Vec<String> {
     let cut = |l: &String| {
@@ -98,7 +68,7 @@ fn shape(lines: Vec<String>, prefix: &str) -> Vec<String> {
 fn install_with_kill_in_post_sh(driver: &str) {
     let Some(env) = Env::setup(TEST) else { return };
     let t = env.target(driver, driver, &blocking_post_sh(&env, driver));
-    let site_tree = place_site_tree(&t);
+    let site_tree = common::agent::place_site_tree(&t);
 
     run_and_kill_in_post_sh(&t);
     assert!(
