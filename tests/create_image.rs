@@ -568,6 +568,13 @@ fn site_makes_a_one_shot_iso_carrying_the_sites_configuration() {
     );
 
     assert_ok(&config_image(site.path(), &[]));
+    // An input edited after the configuration ISO was built: the ISO is carried as built, with a warning.
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let built = fs::File::options()
+        .write(true)
+        .open(site.path().join("imagebasedconfig.iso"))
+        .unwrap();
+    built.set_modified(hour_ago).unwrap();
     let out = create_image(
         dir.path(),
         &base,
@@ -575,6 +582,11 @@ fn site_makes_a_one_shot_iso_carrying_the_sites_configuration() {
     );
     assert_ok(&out);
     let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("image-based-config.yaml is newer than")
+            && log.contains("the one-shot ISO carries the configuration ISO as built"),
+        "{log}"
+    );
     assert!(
         log.contains("the compressed Ignition config takes"),
         "{log}"

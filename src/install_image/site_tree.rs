@@ -16,8 +16,10 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use tracing::warn;
 
+use crate::config::{IMAGE_BASED_CONFIG_FILE, INSTALL_CONFIG_FILE};
 use crate::contract::config_iso::{
-    ISO_FILE_NAME, LEGACY_VOLUME_LABEL, LIVE_SITE_TREE, MANIFEST_PATH, MANIFESTS_DIR, VOLUME_LABEL,
+    EXTRA_MANIFESTS_DIR, ISO_FILE_NAME, LEGACY_VOLUME_LABEL, LIVE_SITE_TREE, MANIFEST_PATH,
+    MANIFESTS_DIR, VOLUME_LABEL,
 };
 use crate::ignition::types::{FILE_OWNER, File as IgnFile};
 use crate::iso9660::IsoReader;
@@ -30,7 +32,11 @@ pub const SITE_DIR_MODE: u32 = 0o700;
 /// A configuration ISO is kilobytes; anything near this is not one.
 const MAX_SITE_ISO: u64 = 64 << 20;
 /// The site's inputs that a newer configuration ISO must have been built from.
-const SITE_INPUTS: [&str; 2] = ["image-based-config.yaml", "extra-manifests"];
+const SITE_INPUTS: [&str; 3] = [
+    IMAGE_BASED_CONFIG_FILE,
+    INSTALL_CONFIG_FILE,
+    EXTRA_MANIFESTS_DIR,
+];
 
 /// One site's configuration tree, as its configuration ISO holds it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
