@@ -59,7 +59,10 @@ impl SiteTree {
     /// every directory (0700) from the root down, so empty ones (`manifests/`) exist too.
     pub fn ignition_entries(&self) -> (Vec<IgnFile>, Vec<Value>) {
         let at = |rel: &str| format!("{LIVE_SITE_TREE}/{rel}");
-        let dir = |path: String| json!({"overwrite": true, "path": path, "user": {"name": FILE_OWNER}, "mode": SITE_DIR_MODE});
+        // No `overwrite`: with it Ignition deletes what is at the path first, and a directory
+        // handled after its files would take them along; without it an existing directory only
+        // gets its mode and owner set.
+        let dir = |path: String| json!({"path": path, "user": {"name": FILE_OWNER}, "mode": SITE_DIR_MODE});
         let mut dirs = vec![dir(LIVE_SITE_TREE.to_string())];
         dirs.extend(self.dirs.iter().map(|d| dir(at(d))));
         let files = self.files.iter();
