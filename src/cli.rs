@@ -175,6 +175,11 @@ pub struct CreateImageOpts {
     /// of the ISO: `ibi serve` streams the same bytes from it, so many variants share one base ISO
     #[arg(long)]
     pub patch_only: bool,
+    /// One-shot site install: carry the configuration tree of SITE_DIR/imagebasedconfig.iso (built
+    /// by `ibi create config-image --dir SITE_DIR`) and write SITE_DIR/rhcos-ibi.iso (it holds the
+    /// site's private keys); the host needs no configuration ISO
+    #[arg(long, value_name = "SITE_DIR", conflicts_with = "patch_only")]
+    pub site: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

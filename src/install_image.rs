@@ -7,6 +7,7 @@ pub mod build;
 pub mod ignition;
 pub mod per_host;
 pub mod report;
+pub mod site_tree;
 pub mod status_token;
 pub mod summary;
 pub mod variant;

@@ -13,6 +13,8 @@ mod rockridge;
 mod tree;
 mod writer;
 pub use reader::{Entry, IsoReader};
+#[cfg(test)]
+pub use writer::test_image;
 pub use writer::{IsoBuilder, WriteOptions};
 
 pub use error::{BLOCK_SIZE, IsoError};

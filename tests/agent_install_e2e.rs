@@ -56,9 +56,19 @@ fn run_and_kill_in_post_sh(t: &Target) {
     let _ = child.wait();
 }
 
+/// `tree_manifest` lines without owner and extended attributes: path, type, size, digest, mode.
+fn shape(lines: Vec<String>, prefix: &str) -> Vec<String> {
+    let cut = |l: &String| {
+        let kept: Vec<&str> = l.split(' ').take_while(|w| !w.contains(':')).collect();
+        format!("{prefix}{}", kept.join(" "))
+    };
+    lines.iter().map(cut).collect()
+}
+
 fn install_with_kill_in_post_sh(driver: &str) {
     let Some(env) = Env::setup(TEST) else { return };
     let t = env.target(driver, driver, &blocking_post_sh(&env, driver));
+    let site_tree = common::agent::place_site_tree(&t);
 
     run_and_kill_in_post_sh(&t);
     assert!(
@@ -83,6 +93,7 @@ fn install_with_kill_in_post_sh(driver: &str) {
         "write-rhcos: done in an earlier run, skipping",
         "fetch-seed: done in an earlier run, skipping",
         "precache: done in an earlier run, skipping",
+        "write-site-config: done in an earlier run, skipping",
         "mount-targets: done in an earlier run, running again",
         "post-script: done in",
         "installation finished",
@@ -123,7 +134,18 @@ fn install_with_kill_in_post_sh(driver: &str) {
     );
 
     check_nothing_left(&t);
-    check_target(&env, &t);
+    let report = check_target(&env, &t);
+    // The site's tree, byte for byte and private, where post-pivot looks: the host's /opt/openshift.
+    let want = shape(common::agent::tree_manifest(&site_tree), "opt/openshift/");
+    let got: Vec<String> = shape(report.var, "")
+        .into_iter()
+        .filter(|l| l.starts_with("opt/openshift/"))
+        .collect();
+    assert_eq!(got, want);
+    assert!(
+        first.contains("write-site-config: done"),
+        "written before post.sh, in the first run: {first}"
+    );
 
     // A further run in the same live boot finds the install finished and touches nothing.
     let out = t.run_agent(&[]);

@@ -236,6 +236,9 @@ fn agent_install_killed_repeatedly_ends_like_an_uninterrupted_one() {
     let driver = field_driver(TEST);
 
     let reference = env.target("reference", driver, POST_SH);
+    // A one-shot ISO's site tree on both: the write-site-config step is among the kill points, and
+    // its result is part of the /var compared below.
+    common::agent::place_site_tree(&reference);
     let out = reference.run_agent(&[]);
     let log = log_of(&out);
     assert!(out.status.success(), "reference run failed: {log}");
@@ -256,6 +259,7 @@ fn agent_install_killed_repeatedly_ends_like_an_uninterrupted_one() {
     eprintln!("{TEST}: kill seed {seed} (IBI_KILL_SEED={seed} replays it), driver {driver}");
 
     let t = env.target("killed", driver, POST_SH);
+    common::agent::place_site_tree(&t);
     let mut kills = Vec::new();
     for (point, fraction) in plan {
         let span = match point {

@@ -529,3 +529,153 @@ fn keys_the_seeds_lca_cli_predates_are_refused() {
         }
     }
 }
+
+/// The files of a configuration ISO, read with ibi's reader: (path, is a directory, contents).
+fn iso_files(iso: &Path) -> Vec<(String, bool, Vec<u8>)> {
+    let mut r = ibi::iso9660::IsoReader::open(fs::File::open(iso).unwrap()).unwrap();
+    let entries = r.walk().unwrap();
+    entries
+        .into_iter()
+        .map(|e| {
+            let data = if e.is_dir {
+                Vec::new()
+            } else {
+                r.read_entry(&e).unwrap()
+            };
+            (e.path, e.is_dir, data)
+        })
+        .collect()
+}
+
+/// `--site`: the installation ISO carries exactly the files and bytes of the site's configuration
+/// ISO, in the Ignition embed area, and is written into the site directory, private.
+#[test]
+fn site_makes_a_one_shot_iso_carrying_the_sites_configuration() {
+    let test = "site_makes_a_one_shot_iso_carrying_the_sites_configuration";
+    let (dir, base) = default_site(IgnitionLayout::WholeFile, true);
+    fs::write(dir.path().join("post.sh"), "#!/bin/bash\necho user\n").unwrap();
+    let site = copy_example();
+    let missing = create_image(
+        dir.path(),
+        &base,
+        &["--site", site.path().to_str().unwrap()],
+    );
+    assert!(!missing.status.success());
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.contains("build the site's configuration ISO first"),
+        "{err}"
+    );
+
+    assert_ok(&config_image(site.path(), &[]));
+    // An input edited after the configuration ISO was built: the ISO is carried as built, with a warning.
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let built = fs::File::options()
+        .write(true)
+        .open(site.path().join("imagebasedconfig.iso"))
+        .unwrap();
+    built.set_modified(hour_ago).unwrap();
+    let out = create_image(
+        dir.path(),
+        &base,
+        &["--site", site.path().to_str().unwrap()],
+    );
+    assert_ok(&out);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("image-based-config.yaml is newer than")
+            && log.contains("the one-shot ISO carries the configuration ISO as built"),
+        "{log}"
+    );
+    assert!(
+        log.contains("the compressed Ignition config takes"),
+        "{log}"
+    );
+    assert!(
+        log.contains("-byte embed area,") && log.contains(" bytes left"),
+        "{log}"
+    );
+    let iso = site.path().join("rhcos-ibi.iso");
+    assert_eq!(mode(&iso), 0o600, "holds the site's private keys");
+    assert!(
+        !dir.path().join("rhcos-ibi.iso").exists(),
+        "the shared ISO is not touched"
+    );
+
+    let config = our_ignition(&iso);
+    let v: Value = serde_json::from_slice(&config).unwrap();
+    let files = v["storage"]["files"].as_array().unwrap();
+    let dirs = v["storage"]["directories"].as_array().unwrap();
+    let prefix = "/var/tmp/ibi-site-configuration/";
+    let expected = iso_files(&site.path().join("imagebasedconfig.iso"));
+    let mut carried = 0;
+    for (path, is_dir, data) in &expected {
+        let at = format!("{prefix}{path}");
+        if *is_dir {
+            let d = dirs
+                .iter()
+                .find(|d| d["path"] == at.as_str())
+                .unwrap_or_else(|| panic!("{at}"));
+            assert_eq!(d["mode"], 0o700, "{at}");
+            continue;
+        }
+        let f = files
+            .iter()
+            .find(|f| f["path"] == at.as_str())
+            .unwrap_or_else(|| panic!("{at}"));
+        assert_eq!(f["mode"], 0o600, "{at}");
+        assert_eq!(
+            file_in(&config, &at).as_bytes(),
+            data.as_slice(),
+            "{at} byte for byte"
+        );
+        carried += 1;
+    }
+    let in_tree = files
+        .iter()
+        .filter(|f| f["path"].as_str().unwrap().starts_with(prefix))
+        .count();
+    assert_eq!(
+        in_tree, carried,
+        "nothing but the configuration ISO's files"
+    );
+    assert!(
+        expected
+            .iter()
+            .any(|(p, _, _)| p == "cluster-configuration/manifests")
+    );
+    assert!(file_in(&config, "/var/tmp/post.sh").contains("ibi-site-configuration"));
+    assert_eq!(
+        file_in(&config, "/var/tmp/ibi-user-post.sh"),
+        "#!/bin/bash\necho user\n"
+    );
+
+    let report = ibi(&["inspect", iso.to_str().unwrap()], &[]);
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        text.contains("  site: carries the configuration and secrets of site "),
+        "{text}"
+    );
+    assert!(!text.contains("BEGIN RSA PRIVATE KEY"), "{text}");
+    if tool("coreos-installer", test) {
+        assert_eq!(
+            show_ignition(&iso),
+            config,
+            "coreos-installer reads it byte for byte"
+        );
+    }
+    if tool("ignition-validate", test) {
+        let f = dir.path().join("config.ign");
+        fs::write(&f, &config).unwrap();
+        run_tool("ignition-validate", &[f.to_str().unwrap()]);
+    }
+    let patch = create_image(
+        dir.path(),
+        &base,
+        &["--site", site.path().to_str().unwrap(), "--patch-only"],
+    );
+    assert!(
+        !patch.status.success(),
+        "a one-shot ISO is not streamed yet"
+    );
+}

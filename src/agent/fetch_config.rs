@@ -13,4 +13,6 @@ pub use label::{FsKind, Probe, parse_label};
 pub use scan::Found;
 pub use stage::check_manifest;
 
-pub use run::{DEFAULT_POLL, FetchConfigOptions, Outcome, fetch_config};
+pub use run::{
+    DEFAULT_POLL, DirOutcome, FetchConfigOptions, Outcome, fetch_config, install_tree_from_dir,
+};

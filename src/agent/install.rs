@@ -4,8 +4,8 @@
 //! 1. with the state file on the live system (`/var/tmp`, RAM): disk cleanup, `coreos-installer
 //!    install`, the extra partition, mkfs, growing root, mounting the targets;
 //! 2. with the state file moved onto the target's container storage (it survives a power loss):
-//!    fetching the seed, deploying it, `/etc`, precache, `post.sh`, removing the RHCOS deployment,
-//!    placing ibi's host unit.
+//!    fetching the seed, deploying it, `/etc`, precache, the site's configuration (one-shot ISOs
+//!    only), `post.sh`, removing the RHCOS deployment, placing ibi's host unit.
 //!
 //! At the end the state goes back to the live system and the targets are unmounted, then `shutdown`
 //! runs if asked. A run that finds no state in `/var/tmp` looks for one on the disk; finding one of the
@@ -16,6 +16,7 @@ mod cleanup;
 mod host_unit;
 mod restore;
 mod run;
+mod site_config;
 mod targets;
 pub use cleanup::{dm_deps_on, dm_names, physical_volumes_on, raid_arrays_on, volume_groups_on};
 pub use host_unit::{FETCH_CONFIG_UNIT, FETCH_CONFIG_UNIT_NAME, WANTED_BY, install_host_unit};

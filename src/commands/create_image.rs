@@ -18,6 +18,7 @@ pub fn run(opts: &CreateImageOpts) -> Result<()> {
         no_pin_seed: opts.no_pin_seed,
         force: opts.force,
         patch_only: opts.patch_only,
+        site: opts.site.clone(),
     })?;
     info!(path = %out.display(), "Image created");
     println!("{}", out.display());

@@ -124,6 +124,14 @@ pub fn coreos_stream(seed: MinorVersion) -> &'static str {
     }
 }
 
+/// One-shot site install (`ibi create image --site`): the first lifecycle-agent whose post-pivot takes
+/// an existing `/opt/openshift/cluster-configuration` in place of the `cluster-config` device (the same
+/// rule on release-4.16 through main, reference README item 23) and whose `lca-cli ibi` runs
+/// `var/tmp/post.sh` after the precache, with the target still mounted at `/mnt` (the installer of
+/// 4.16 ships `post.sh`; lifecycle-agent a13913d97, MGMT-16608; inferred for the release branches from
+/// those two facts, not run). Older seeds are refused; every seed line ibi knows is at least this.
+pub const ONE_SHOT_SINCE: MinorVersion = v(4, 16);
+
 /// A day as lifecycle-agent's commits carry it (`YYYY-MM-DD`), compared as text.
 pub type Day = &'static str;
 

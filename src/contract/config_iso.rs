@@ -27,6 +27,15 @@ pub const EXTRA_MANIFESTS_DIR: &str = "extra-manifests";
 /// Where post-pivot expects the tree on the installed host (`/opt` is `/var/opt` on RHCOS), relative to
 /// the root.
 pub const HOST_TARGET: &str = "opt/openshift";
+/// One-shot site install (`ibi create image --site`): where the installation ISO's Ignition places the
+/// site's configuration tree on the live system (every file 0600, every directory 0700), exactly the
+/// files and bytes of the site's configuration ISO. `ibi agent install` (step `write-site-config`) and,
+/// with `hostAgent: lca`, ibi's generated `post.sh` copy it from here into the new stateroot.
+pub const LIVE_SITE_TREE: &str = "/var/tmp/ibi-site-configuration";
+/// Where the tree goes inside the new stateroot (`<sysroot>/ostree/deploy/<stateroot>/`): the installed
+/// host's `/var/opt/openshift`, i.e. [`HOST_TARGET`] under `/var`, where post-pivot finds
+/// `cluster-configuration` and stops waiting for a device.
+pub const STATEROOT_TARGET: &str = "var/opt/openshift";
 /// The only `api_version` of manifest.json (SeedReconfiguration) post-pivot accepts ("unsupported seed
 /// reconfiguration version" otherwise).
 pub const SEED_RECONFIGURATION_VERSION: u32 = 1;

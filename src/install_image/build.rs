@@ -16,6 +16,7 @@ use super::base_iso::{self, BaseIsoOptions};
 use super::ignition::status_report::StatusReportInputs;
 use super::ignition::{InstallationIgnitionInputs, build_installation_ignition};
 use super::report;
+use super::site_tree::{SiteTree, read_site_tree};
 use super::status_token;
 use super::variant;
 use crate::config::{
@@ -55,18 +56,26 @@ pub struct BuildOptions {
     pub force: bool,
     /// Write only the patch `ibi serve` streams the ISO from (`--patch-only`).
     pub patch_only: bool,
+    /// A one-shot ISO for this site directory (`--site`): it carries the site's configuration tree
+    /// and is written to `SITE/rhcos-ibi.iso`.
+    pub site: Option<PathBuf>,
 }
 
 /// Builds `DIR/rhcos-ibi.iso` and returns its path; with `patch_only`, writes the patch `ibi serve`
 /// streams the same bytes from instead.
 pub fn build(opts: &BuildOptions) -> Result<PathBuf> {
+    if opts.patch_only && opts.site.is_some() {
+        bail!(
+            "--patch-only does not take --site: a one-shot ISO is written whole (streaming it per site is not done yet)"
+        );
+    }
     let plan = plan(opts)?;
     if opts.patch_only {
         let out = opts.dir.join(variant::RECIPE_FILE);
         variant::write_recipe(&out, &plan.base, &plan.patches)?;
         return Ok(out);
     }
-    let out = opts.dir.join(OUTPUT_FILE);
+    let out = opts.site.as_deref().unwrap_or(&opts.dir).join(OUTPUT_FILE);
     write_output(&plan.base, &out, &plan.patches)?;
     Ok(out)
 }
@@ -86,6 +95,12 @@ pub fn plan(opts: &BuildOptions) -> Result<ImagePlan> {
         warn!("{w}");
     }
     let cfg = &inputs.config;
+    // A local file: a site not built yet fails before any registry or download is waited on.
+    let site = opts
+        .site
+        .as_deref()
+        .map(|s| one_shot_tree(cfg, s))
+        .transpose()?;
     let base_options = base_iso_options(cfg, opts);
     // Before the seed check, which may wait on a registry: a typo here should not cost that wait.
     base_iso::check_options(&base_options)?;
@@ -102,9 +117,15 @@ pub fn plan(opts: &BuildOptions) -> Result<ImagePlan> {
     check_pairing(cfg, opts, &base, &layout.volume_id, &evidence)?;
     let mut ign_inputs = ignition_inputs(cfg, inputs.post_sh.clone(), seed_image)?;
     ign_inputs.status_report = status_report_inputs(&inputs, dir)?;
+    ign_inputs.site = site;
     let config = build_installation_ignition(&ign_inputs)?;
     let json = ignition::to_json(&config)?;
-    let mut patches = vec![ignition_patch(&json, &layout.ignition, &base)?];
+    let ignition = ignition_patch(&json, &layout.ignition, &base, ign_inputs.site.as_ref())?;
+    if let Some(tree) = &ign_inputs.site {
+        // A warning, not information: the medium now holds the site's secrets.
+        warn!("{}", one_shot_room(tree, &ignition, layout.ignition.length));
+    }
+    let mut patches = vec![ignition];
     patches.extend(kargs_patches(&layout, &cfg.live_kernel_args)?);
     Ok(ImagePlan { base, patches })
 }
@@ -312,8 +333,48 @@ impl BaseLayout {
     }
 }
 
+/// `--site`: the site's tree, read from its configuration ISO, for a seed whose lifecycle-agent
+/// honours a pre-placed `/opt/openshift/cluster-configuration` (post-pivot) and runs `post.sh` after
+/// the restore (`lca-cli ibi`), both from 4.16 (`config::ONE_SHOT_SINCE`).
+fn one_shot_tree(cfg: &InstallationConfig, site: &Path) -> Result<SiteTree> {
+    match config::parse_minor_version(&cfg.seed_version) {
+        Some(v) if v >= config::ONE_SHOT_SINCE => {}
+        _ => bail!(
+            "--site: seedVersion {:?} is not {} or later, the first lifecycle-agent whose post-pivot \
+             takes a pre-placed /opt/openshift/cluster-configuration",
+            escape_control(&cfg.seed_version),
+            config::ONE_SHOT_SINCE
+        ),
+    }
+    read_site_tree(site)
+}
+
+/// What the site's tree takes and what room the embed area has left, for the log.
+fn one_shot_room(tree: &SiteTree, patch: &Patch, area: u64) -> String {
+    // xz ends with its footer magic, never with zeros: the last non-zero byte ends the payload.
+    let used = patch
+        .data
+        .iter()
+        .rposition(|&b| b != 0)
+        .map_or(0, |i| i + 1) as u64;
+    format!(
+        "one-shot ISO for {}: it carries the site's configuration and secrets (private keys, pull \
+         secret), {} files, {} bytes; the compressed Ignition config takes {used} of the {area}-byte \
+         embed area, {} bytes left",
+        tree.site.display(),
+        tree.files.len(),
+        tree.bytes(),
+        area.saturating_sub(used)
+    )
+}
+
 /// The compressed config for the embed area; too large names the sizes and the biggest files.
-fn ignition_patch(json: &[u8], area: &EmbedArea, base: &Path) -> Result<Patch> {
+fn ignition_patch(
+    json: &[u8],
+    area: &EmbedArea,
+    base: &Path,
+    site: Option<&SiteTree>,
+) -> Result<Patch> {
     match live_iso::encode_ignition(json, area.length) {
         Ok(data) => Ok(Patch {
             offset: area.offset,
@@ -323,10 +384,20 @@ fn ignition_patch(json: &[u8], area: &EmbedArea, base: &Path) -> Result<Patch> {
             let value: serde_json::Value =
                 serde_json::from_slice(json).context("re-reading the generated config")?;
             let biggest = report::biggest_files(&value, TOO_LARGE_CONTRIBUTORS).join(", ");
+            let site = site.map_or(String::new(), |t| {
+                format!(
+                    "; the site's configuration from {} is {} bytes uncompressed, and a one-shot \
+                     ISO carries it only in the Ignition embed area for now (a second payload or a \
+                     fetch at install time is not done yet): use the two phases, the installation \
+                     ISO and the configuration ISO",
+                    t.site.display(),
+                    t.bytes()
+                )
+            });
             Err(anyhow::Error::new(e)).with_context(|| {
                 format!(
                     "embedding the Ignition config into {} (biggest files: {biggest}; post.sh, \
-                     ignitionConfigOverride and additionalTrustBundle are the usual culprits)",
+                     ignitionConfigOverride and additionalTrustBundle are the usual culprits{site})",
                     base.display()
                 )
             })
@@ -382,6 +453,7 @@ fn ignition_inputs(
             HostAgent::Ibi { image } => Some(image),
         },
         status_report: None,
+        site: None,
     })
 }
 
@@ -417,4 +489,34 @@ fn write_output(base: &Path, out: &Path, patches: &[Patch]) -> Result<()> {
     })?;
     bar.finish_and_clear();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only seeds whose post-pivot takes a pre-placed cluster-configuration (4.16 on) get a one-shot
+    /// ISO; the refusal comes before the site's ISO is looked for.
+    #[test]
+    fn one_shot_needs_a_seed_of_4_16_or_later() {
+        let site = tempfile::tempdir().unwrap();
+        let cfg = |v: &str| InstallationConfig {
+            seed_version: v.to_string(),
+            ..Default::default()
+        };
+        for old in ["4.15.9", "4.x", ""] {
+            let err = format!("{:#}", one_shot_tree(&cfg(old), site.path()).unwrap_err());
+            assert!(
+                err.contains("is not 4.16 or later, the first lifecycle-agent"),
+                "{old}: {err}"
+            );
+        }
+        for ok in ["4.16.0", "4.22.1", "5.0.0-ec.4"] {
+            let err = format!("{:#}", one_shot_tree(&cfg(ok), site.path()).unwrap_err());
+            assert!(
+                err.contains("build the site's configuration ISO first"),
+                "{ok}: {err}"
+            );
+        }
+    }
 }

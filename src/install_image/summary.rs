@@ -9,6 +9,7 @@ use super::ignition::installation::{NETWORK_CONFIG_PATH, REGISTRIES_CONF_PATH, T
 use openssl::hash::MessageDigest;
 use openssl::x509::X509;
 
+use crate::contract::config_iso::{LIVE_SITE_TREE, MANIFEST_PATH};
 use crate::contract::host_report::{REPORT_CONFIG_PATH, ReportConfig};
 use crate::contract::ibi_configuration::IBI_CONFIGURATION_PATH;
 use crate::ignition::decode_data_url;
@@ -58,7 +59,36 @@ pub fn summarize(config: &Value) -> Summary {
     let (url, ca) = status(config);
     s.push("statusURL", url);
     s.push("statusCA", ca);
+    if let Some(site) = site(config) {
+        s.push("site", site);
+    }
     s
+}
+
+/// A one-shot ISO (`--site`): whose configuration it carries, named from its manifest.json, and
+/// that it carries the site's secrets; `None` for an ISO without a site's tree.
+fn site(config: &Value) -> Option<String> {
+    let prefix = format!("{LIVE_SITE_TREE}/");
+    let files = config.pointer("/storage/files")?.as_array()?;
+    let count = files
+        .iter()
+        .filter(|f| f["path"].as_str().is_some_and(|p| p.starts_with(&prefix)))
+        .count();
+    if count == 0 {
+        return None;
+    }
+    let manifest: Value = file(config, &format!("{prefix}{MANIFEST_PATH}"))
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null);
+    let field = |k: &str| escape_control(manifest[k].as_str().unwrap_or("?"));
+    Some(format!(
+        "carries the configuration and secrets of site {}.{} (hostname {}): {count} files under \
+         {LIVE_SITE_TREE}, private keys and pull secret included; keep this ISO as private as the \
+         site's kubeconfig",
+        field("cluster_name"),
+        field("base_domain"),
+        field("hostname")
+    ))
 }
 
 /// Where the host reports and which CAs it trusts for that (never the token): `statusURL` or
@@ -260,5 +290,30 @@ mod tests {
         let json = s.json().to_string();
         assert!(!text.contains("PROXY-PW") && !json.contains("PROXY-PW"));
         assert!(!text.contains("PULL-SECRET") && !json.contains("PULL-SECRET"));
+        assert!(!text.contains("site:"), "not a one-shot ISO: {text}");
+    }
+
+    #[test]
+    fn a_one_shot_iso_says_whose_secrets_it_carries_and_never_shows_them() {
+        let manifest = r#"{"api_version":1,"cluster_name":"sno-a","base_domain":"lab.example","hostname":"a1\u001b[2J","pull_secret":"PULL-SECRET","kubeconfig_crypto":"KEY"}"#;
+        let at = |rel: &str| format!("{LIVE_SITE_TREE}/{rel}");
+        let config = json!({"storage": {"files": [
+            {"path": at(MANIFEST_PATH), "contents": {"source": data_url(manifest.as_bytes())}},
+            {"path": at("extra-manifests/a.yaml"), "contents": {"source": data_url(b"kind: A\n")}},
+        ]}});
+        let s = summarize(&config);
+        let text = s.text();
+        assert!(
+            text.contains(
+                "  site: carries the configuration and secrets of site sno-a.lab.example (hostname \
+                 a1\\x1b[2J): 2 files under /var/tmp/ibi-site-configuration, private keys and \
+                 pull secret included; keep this ISO as private as the site's kubeconfig\n"
+            ),
+            "{text}"
+        );
+        let json = s.json().to_string();
+        for secret in ["PULL-SECRET", "KEY"] {
+            assert!(!text.contains(secret) && !json.contains(secret), "{secret}");
+        }
     }
 }

@@ -316,6 +316,26 @@ fn continuation_blocks(plan: &Plan<'_>) -> Vec<u8> {
     out
 }
 
+/// A small image labelled `label` holding the directories `dirs` (0755) and the files `files`
+/// (path, contents, mode), for tests that need an image on disk or in a fake device.
+#[cfg(test)]
+pub fn test_image(label: &str, dirs: &[&str], files: &[(&str, &[u8], u32)]) -> Vec<u8> {
+    let mut b = IsoBuilder::new();
+    for d in dirs {
+        b.add_dir(d, 0o755).unwrap();
+    }
+    for (path, data, mode) in files {
+        b.add_file(path, data.to_vec(), *mode).unwrap();
+    }
+    let opts = WriteOptions {
+        volume_id: label.to_string(),
+        timestamp: 0,
+    };
+    let mut iso = Vec::new();
+    b.write(&opts, &mut iso).unwrap();
+    iso
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

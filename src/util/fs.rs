@@ -237,6 +237,17 @@ pub fn ensure_dir(dir: &Path, mode: u32) -> Result<()> {
         .with_context(|| format!("setting mode {mode:o} on {}", dir.display()))
 }
 
+/// The entry names in `dir`, sorted: what tests compare a directory's listing with.
+#[cfg(test)]
+pub fn sorted_names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

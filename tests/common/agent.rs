@@ -244,6 +244,35 @@ impl Env {
     }
 }
 
+/// A one-shot ISO's live system (`ibi create image --site`): the site's tree where Ignition puts it,
+/// files 0600 and directories 0700, with the empty `manifests/` post-pivot needs.
+pub fn place_site_tree(t: &Target) -> PathBuf {
+    let tree = t.path("live/var/tmp/ibi-site-configuration");
+    for d in [
+        "",
+        "cluster-configuration",
+        "cluster-configuration/manifests",
+        "extra-manifests",
+    ] {
+        fs::create_dir_all(tree.join(d)).unwrap();
+        fs::set_permissions(tree.join(d), fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    for (rel, data) in [
+        (
+            "cluster-configuration/manifest.json",
+            &br#"{"api_version":1,"cluster_name":"sno-a"}"#[..],
+        ),
+        (
+            "extra-manifests/ibi-reconfiguration.yaml",
+            b"kind: ConfigMap\n",
+        ),
+    ] {
+        fs::write(tree.join(rel), data).unwrap();
+        fs::set_permissions(tree.join(rel), fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    tree
+}
+
 /// The stand-in logs `start <ns> <args>` and `done <ns>` per call, and `restarted-after-done` when it is
 /// started although the state file already records `write-rhcos` done (the one thing that must never
 /// happen: RHCOS written again over a disk that holds later work).

@@ -96,6 +96,39 @@ fn already_present(target: &Path) -> bool {
     present
 }
 
+/// What [`install_tree_from_dir`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirOutcome {
+    /// The target already held the same files and bytes; nothing was written.
+    AlreadyInPlace,
+    /// The tree was staged beside the target and renamed onto it.
+    Written,
+}
+
+/// Copies the configuration tree in the directory `src` to `target` the way a device is copied:
+/// under the parent's lock, after removing the `<name>.tmp-*`/`<name>.old-*` a killed run left,
+/// staged in a sibling temp dir, checked (manifest, `manifests/`), fsynced and renamed, so post-pivot
+/// never sees half a tree. A target that already holds exactly `src`'s files and bytes is left alone
+/// (a re-run after a kill between the rename and the state record); any other target is replaced.
+pub fn install_tree_from_dir(src: &Path, target: &Path) -> Result<DirOutcome> {
+    let _lock = super::stage::lock_parent(target)?;
+    super::stage::remove_leftovers(target)?;
+    if super::source::same_tree(src, target)? {
+        tracing::info!("{} already holds {}", target.display(), src.display());
+        return Ok(DirOutcome::AlreadyInPlace);
+    }
+    super::stage::install_atomically(target, |staging| super::source::copy_tree(src, staging))
+        .with_context(|| {
+            format!(
+                "copying {} to {} ({} left as it was)",
+                src.display(),
+                target.display(),
+                target.display()
+            )
+        })?;
+    Ok(DirOutcome::Written)
+}
+
 fn copy_from(found: &Found, target: &Path) -> Result<()> {
     super::stage::install_atomically(target, |staging| {
         super::source::copy_device(&found.dev, found.probe.kind, staging)
@@ -105,23 +138,20 @@ fn copy_from(found: &Found, target: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::iso9660::{IsoBuilder, WriteOptions};
+    use crate::iso9660::test_image;
     use std::fs;
 
     /// A fake root whose `sr0` is an ISO built by our writer.
     fn root_with_iso(manifest: &[u8], label: &str) -> tempfile::TempDir {
         let root = tempfile::tempdir().unwrap();
-        let mut b = IsoBuilder::new();
-        b.add_dir("cluster-configuration/manifests", 0o755).unwrap();
-        b.add_file(MANIFEST_PATH, manifest.to_vec(), 0o600).unwrap();
-        b.add_file("extra-manifests/x.yaml", b"kind: X\n".to_vec(), 0o644)
-            .unwrap();
-        let opts = WriteOptions {
-            volume_id: label.to_string(),
-            timestamp: 0,
-        };
-        let mut iso = Vec::new();
-        b.write(&opts, &mut iso).unwrap();
+        let iso = test_image(
+            label,
+            &["cluster-configuration/manifests"],
+            &[
+                (MANIFEST_PATH, manifest, 0o600),
+                ("extra-manifests/x.yaml", b"kind: X\n", 0o644),
+            ],
+        );
         let sys = root.path().join("sys/class/block/sr0");
         fs::create_dir_all(&sys).unwrap();
         fs::write(sys.join("size"), format!("{}\n", iso.len() / 512)).unwrap();

@@ -103,40 +103,87 @@ const SKIP_AT_TOP: &str = "lost+found";
 /// Mounts the device, copies its tree, unmounts.
 fn copy_mounted(dev: &Path, kind: FsKind, staging: &Staging) -> Result<()> {
     let mount = Mount::new(dev, kind)?;
-    copy_tree(mount.path(), "", staging)
+    copy_tree(mount.path(), staging)
 }
 
-/// Copies regular files and directories below `dir`; symlinks and special files are skipped
-/// (they could point outside the tree), with a warning.
-fn copy_tree(dir: &Path, rel: &str, staging: &Staging) -> Result<()> {
+/// One entry of a directory tree: its path relative to the top, its path and its metadata (not
+/// following symlinks).
+struct TreeEntry {
+    rel: String,
+    path: PathBuf,
+    meta: fs::Metadata,
+}
+
+/// Every entry below `dir`, sorted by name, each directory before what it holds; ext's
+/// `lost+found` at the top left out.
+fn list_tree(dir: &Path, rel: &str) -> Result<Vec<TreeEntry>> {
     let mut entries = fs::read_dir(dir)
         .with_context(|| format!("listing {}", dir.display()))?
         .collect::<std::io::Result<Vec<_>>>()
         .with_context(|| format!("listing {}", dir.display()))?;
     entries.sort_by_key(|e| e.file_name());
+    let mut out = Vec::new();
     for entry in entries {
         let name = entry.file_name();
         if rel.is_empty() && name == SKIP_AT_TOP {
             continue;
         }
         let child_rel = join_rel(rel, &name);
+        let path = entry.path();
         let meta = entry
             .metadata()
-            .with_context(|| format!("reading {}", entry.path().display()))?;
-        let mode = Some(meta.permissions().mode());
-        if meta.is_dir() {
-            staging.create_dir(&child_rel, mode)?;
-            copy_tree(&entry.path(), &child_rel, staging)?;
-        } else if meta.is_file() {
-            check_size(&child_rel, meta.len())?;
-            let data = fs::read(entry.path())
-                .with_context(|| format!("reading {}", entry.path().display()))?;
-            staging.write_file(&child_rel, &data, mode)?;
+            .with_context(|| format!("reading {}", path.display()))?;
+        let below = meta.is_dir().then(|| list_tree(&path, &child_rel));
+        out.push(TreeEntry {
+            rel: child_rel,
+            path,
+            meta,
+        });
+        out.extend(below.transpose()?.into_iter().flatten());
+    }
+    Ok(out)
+}
+
+/// Copies regular files and directories below `dir`; symlinks and special files are skipped
+/// (they could point outside the tree), with a warning.
+pub fn copy_tree(dir: &Path, staging: &Staging) -> Result<()> {
+    for e in list_tree(dir, "")? {
+        let mode = Some(e.meta.permissions().mode());
+        if e.meta.is_dir() {
+            staging.create_dir(&e.rel, mode)?;
+        } else if e.meta.is_file() {
+            check_size(&e.rel, e.meta.len())?;
+            let data =
+                fs::read(&e.path).with_context(|| format!("reading {}", e.path.display()))?;
+            staging.write_file(&e.rel, &data, mode)?;
         } else {
-            tracing::warn!("skipping {child_rel:?}: not a regular file or directory");
+            tracing::warn!("skipping {:?}: not a regular file or directory", e.rel);
         }
     }
     Ok(())
+}
+
+/// True when `target` holds exactly the regular files and directories of `src`, with the same bytes
+/// (modes are not compared: staging sets its own). A missing target is not the same.
+pub fn same_tree(src: &Path, target: &Path) -> Result<bool> {
+    if !target.is_dir() {
+        return Ok(false);
+    }
+    let copied = |dir: &Path| -> Result<Vec<(String, bool)>> {
+        let entries = list_tree(dir, "")?.into_iter();
+        let kept = entries.filter(|e| e.meta.is_dir() || e.meta.is_file());
+        Ok(kept.map(|e| (e.rel, e.meta.is_dir())).collect())
+    };
+    let listed = copied(src)?;
+    if listed != copied(target)? {
+        return Ok(false);
+    }
+    for (rel, is_dir) in &listed {
+        if !is_dir && fs::read(src.join(rel))? != fs::read(target.join(rel))? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 fn check_size(rel: &str, size: u64) -> Result<()> {
@@ -237,7 +284,7 @@ mod tests {
         let out = tempfile::tempdir().unwrap();
         let target = out.path().join("t");
         let err = super::super::stage::install_atomically(&target, |s| {
-            copy_tree(src.path(), "", s)?;
+            copy_tree(src.path(), s)?;
             assert!(s.path().join("cluster-configuration/manifests").is_dir());
             assert!(!s.path().join("link").exists());
             bail!("stop")

@@ -239,6 +239,7 @@ fn sync_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::fs::sorted_names as names;
     use std::os::unix::fs::MetadataExt;
 
     const GOOD: &[u8] = br#"{"api_version":1,"pull_secret":"s3cret"}"#;
@@ -251,15 +252,6 @@ mod tests {
 
     fn mode(p: &Path) -> u32 {
         fs::metadata(p).unwrap().mode() & 0o7777
-    }
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<_> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
     }
 
     #[test]

@@ -358,6 +358,12 @@ impl Install<'_> {
                 self.precache(&paths, progress)
             }));
         }
+        if let Some(src) = super::site_config::site_tree_source(&self.opts.root) {
+            let stateroot_dir = self.layout.sysroot.join("ostree/deploy").join(&stateroot);
+            plan.push(step(Step::WriteSiteConfig, move || {
+                super::site_config::write_site_config(&src, &stateroot_dir)
+            }));
+        }
         plan.push(step(Step::PostScript, move || self.post_script()));
         {
             let stateroot = stateroot.clone();

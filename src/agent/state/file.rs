@@ -32,6 +32,9 @@ pub enum Step {
     /// Move the staged etc.tgz over the deployment's `/etc`, then apply etc.deletions.
     RestoreEtc,
     Precache,
+    /// One-shot site install: the site's configuration tree from the live system
+    /// (`contract::config_iso::LIVE_SITE_TREE`) into the stateroot's `var/opt/openshift`, atomically.
+    WriteSiteConfig,
     PostScript,
     UndeployRhcos,
     InstallHostUnit,
@@ -40,7 +43,7 @@ pub enum Step {
 
 impl Step {
     /// Every step, in order.
-    pub const ALL: [Step; 14] = [
+    pub const ALL: [Step; 15] = [
         Step::DiskCleanup,
         Step::WriteRhcos,
         Step::CreateExtraPartition,
@@ -51,6 +54,7 @@ impl Step {
         Step::Deploy,
         Step::RestoreEtc,
         Step::Precache,
+        Step::WriteSiteConfig,
         Step::PostScript,
         Step::UndeployRhcos,
         Step::InstallHostUnit,
@@ -70,6 +74,7 @@ impl Step {
             Step::Deploy => "deploy",
             Step::RestoreEtc => "restore-etc",
             Step::Precache => "precache",
+            Step::WriteSiteConfig => "write-site-config",
             Step::PostScript => "post-script",
             Step::UndeployRhcos => "undeploy-rhcos",
             Step::InstallHostUnit => "install-host-unit",
@@ -341,7 +346,8 @@ mod tests {
         let names: Vec<&str> = Step::ALL.iter().map(|s| s.name()).collect();
         assert_eq!(names[0], "disk-cleanup");
         assert_eq!(names[6], "fetch-seed");
-        assert_eq!(names[13], "shutdown");
+        assert_eq!(names[10], "write-site-config");
+        assert_eq!(names[14], "shutdown");
         let unique: BTreeSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), Step::ALL.len());
         for s in Step::ALL {

@@ -17,6 +17,10 @@
 //! relative `var/tmp/…` paths, so they must run with CWD `/`: the unit sets no `WorkingDirectory=` and
 //! systemd's default for system services is `/`; the tests pin both facts.
 //!
+//! With `--site` (a one-shot ISO) the site's configuration tree follows the template files, and with
+//! `hostAgent: lca` ibi's `post.sh` takes `/var/tmp/post.sh` and the user's moves aside
+//! ([`super::one_shot`]).
+//!
 //! With `hostAgent: ibi` ([`InstallationIgnitionInputs::host_agent_image`]) the install script and unit
 //! are swapped for [`super::host_agent`]'s fetch script and `ibi-agent-install.service`, at the same
 //! places in the build order; everything else is unchanged.
@@ -24,7 +28,9 @@
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
+use super::super::site_tree::SiteTree;
 use super::host_agent::{FETCH_IBI_SCRIPT, FETCH_IBI_SCRIPT_PATH, ibi_agent_unit};
+use super::one_shot::{USER_POST_SCRIPT_PATH, add_site_tree, lca_post_script};
 use super::registries::registries_conf;
 use super::status_report::{
     StatusReportInputs, add_failure_dropin, report_config_file, report_script_file, report_units,
@@ -147,6 +153,8 @@ pub struct InstallationIgnitionInputs {
     pub host_agent_image: Option<String>,
     /// `statusURL`: the host reports its progress to `ibi serve` ([`super::status_report`]).
     pub status_report: Option<StatusReportInputs>,
+    /// `--site`: the site's configuration tree, carried for a one-shot install ([`super::one_shot`]).
+    pub site: Option<SiteTree>,
 }
 
 /// Builds the installation ISO's Ignition config (module doc for the order and precedence).
@@ -164,6 +172,14 @@ pub fn build_installation_ignition(i: &InstallationIgnitionInputs) -> Result<Con
     }
     for file in template_files(i)? {
         replace_or_append(&mut config.storage.files, file);
+    }
+    if let Some(tree) = &i.site {
+        if i.host_agent_image.is_none() {
+            let script = lca_post_script(&i.seed_version);
+            let file = File::from_bytes(POST_SCRIPT_PATH, POST_SCRIPT_MODE, script.as_bytes());
+            replace_or_append(&mut config.storage.files, file);
+        }
+        add_site_tree(&mut config, tree);
     }
     for unit in units(i)? {
         add_unit(&mut config.systemd.units, unit);
@@ -244,7 +260,12 @@ fn base_config(i: &InstallationIgnitionInputs) -> Config {
         files.push(File::from_bytes(TRUST_BUNDLE_PATH, PRIVATE_MODE, pem));
     }
     if let Some(post) = &i.post_sh {
-        files.push(File::from_bytes(POST_SCRIPT_PATH, POST_SCRIPT_MODE, post));
+        // A one-shot ISO with lca-cli: ibi's post.sh takes the path and runs the user's from here.
+        let path = match (&i.site, &i.host_agent_image) {
+            (Some(_), None) => USER_POST_SCRIPT_PATH,
+            _ => POST_SCRIPT_PATH,
+        };
+        files.push(File::from_bytes(path, POST_SCRIPT_MODE, post));
     }
     c
 }
