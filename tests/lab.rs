@@ -160,12 +160,18 @@ fn iso_tree(iso: &Path, into: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 /// Journal entries of the guest (its journal folder `dir`, read from its disk) for `unit`, as JSON
 /// objects.
 fn journal(dir: &Path, unit: &str) -> Vec<Value> {
+    journal_match(dir, &format!("UNIT={unit}"))
+}
+
+/// Journal entries of the guest matching `field=value` (`_SYSTEMD_UNIT=x.service`: what the unit's
+/// processes logged).
+fn journal_match(dir: &Path, matching: &str) -> Vec<Value> {
     let out = lab::run(
         Command::new("journalctl")
             .arg("-D")
             .arg(dir)
             .args(["-o", "json", "--no-pager"])
-            .arg(format!("UNIT={unit}")),
+            .arg(matching),
         Duration::from_secs(60),
     )
     .unwrap_or_default();
@@ -629,36 +635,41 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
 /// writes the fake metal image of `make-metal-image.sh` with a GRUB script for a boot loader;
 /// nmstatectl applies only an empty state; there is no SELinux) and the seed's lca-cli (the
 /// post-pivot stand-in).
+/// The inputs of an install in the lab, shared by the factory and one-shot tests.
 #[cfg(feature = "agent")]
-#[test]
-fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
-    use common::agent::{Expected, Target, check_disk, fixture, metal_image_lock};
-    use common::deliver::fleet::inventory_entry;
-    use common::lab::VmDisk;
+struct InstallRig {
+    w: PathBuf,
+    /// The working directory of `ibi create image` (the seed path is relative to it).
+    stage: PathBuf,
+    /// `srv/ibi-lab` on the seed disk: the seed, the metal image, the registry's storage.
+    media: PathBuf,
+    seed: PathBuf,
+    binary: PathBuf,
+    /// BASE: image-based-installation-config.yaml, later rhcos-ibi.iso and sites.yaml.
+    base: PathBuf,
+    live: PathBuf,
+    host_disk: PathBuf,
+    vm: lab::Domain,
+}
 
-    let _one = lab::lock();
-    let Some(mut lab) = Lab::start(TEST) else {
-        return;
-    };
-    // The metal image's filesystems have fixed UUIDs: one mounter at a time on this machine.
-    let _metal = metal_image_lock();
+/// The seed disk (/srv/ibi-lab in the VM): a seed whose deployment boots (a Debian tree with an
+/// initramfs that pivots into it) and whose lca-cli is the lab's post-pivot stand-in, a metal image
+/// whose EFI-SYSTEM has a boot loader that follows ostree's entry (so the disk boots after the
+/// install), and the registry's storage with ibi's host-agent image; BASE with the lab's
+/// installation config; a UEFI VM with a blank host disk and the seed disk, its emulator started.
+#[cfg(feature = "agent")]
+fn install_rig(lab: &mut Lab, name: &str) -> InstallRig {
     let live = lab::live_iso().expect("the live ISO");
-    let started = Instant::now();
     let w = lab.dir.path().to_path_buf();
     let limit = Duration::from_secs(300);
-
-    // The seed disk: /srv/ibi-lab in the VM, `srv/ibi-lab` under `stage` here.
     let stage = w.join("stage");
     let media = stage.join("srv/ibi-lab");
     std::fs::create_dir_all(&media).unwrap();
-    // A seed whose deployment boots (a Debian tree with an initramfs that pivots into it) and whose
-    // lca-cli is the lab's post-pivot stand-in; a metal image whose EFI-SYSTEM has a boot loader that
-    // follows ostree's entry, so the site phase can run on the disk the factory phase wrote.
     let seed = media.join("seed");
     let lca_cli = w.join("lca-cli");
     std::fs::write(&lca_cli, POST_PIVOT_SCRIPT).unwrap();
     lab::run(
-        Command::new(fixture("make-real-seed.sh"))
+        Command::new(common::agent::fixture("make-real-seed.sh"))
             .arg(&seed)
             .arg("4.16.0")
             .env("SEED_TREE_TAR", lab::seed_tree().expect("the seed tree"))
@@ -667,7 +678,7 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
     )
     .expect("make-real-seed.sh");
     lab::run(
-        Command::new(fixture("make-metal-image.sh"))
+        Command::new(common::agent::fixture("make-metal-image.sh"))
             .arg(media.join("metal.img"))
             .env("GRUB_EFI", "1"),
         limit,
@@ -706,9 +717,6 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
         limit,
     )
     .expect("mkfs.ext4 -d");
-
-    // BASE: the installation ISO made from the lab's live ISO, in the directory the seed path is
-    // relative to.
     let base = w.join("base");
     std::fs::create_dir_all(&base).unwrap();
     std::fs::write(
@@ -716,31 +724,20 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
         FACTORY_CONFIG,
     )
     .unwrap();
-    let built = Command::new(env!("CARGO_BIN_EXE_ibi"))
-        .args(["create", "image", "--dir"])
-        .arg(&base)
-        .arg("--base-iso")
-        .arg(&live)
-        .current_dir(&stage)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
-    ok(&built, "ibi create image --base-iso <the lab's live ISO>");
-
     let host_disk = w.join("host.raw");
     std::fs::File::create(&host_disk)
         .unwrap()
         .set_len(common::agent::DISK_SIZE)
         .unwrap();
     let vm = lab.define_uefi(
-        "factory",
+        name,
         &[
-            VmDisk {
+            common::lab::VmDisk {
                 path: &host_disk,
                 serial: Some("ibi-lab-host"),
                 read_only: false,
             },
-            VmDisk {
+            common::lab::VmDisk {
                 path: &seed_disk,
                 serial: Some("ibi-lab-seed"),
                 read_only: true,
@@ -748,83 +745,144 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
         ],
     );
     lab.start_emulator(&vm);
-    let emu = lab.emulator.as_ref().unwrap();
-    let inventory = base.join("sites.yaml");
-    std::fs::write(
-        &inventory,
-        format!("sites:\n{}", inventory_entry("f1", emu, Some(&vm.uuid))),
-    )
-    .unwrap();
-    eprintln!("lab: factory inputs ready in {:.1?}", started.elapsed());
+    InstallRig {
+        w,
+        stage,
+        media,
+        seed,
+        binary,
+        base,
+        live,
+        host_disk,
+        vm,
+    }
+}
 
-    let work = tempfile::tempdir().unwrap();
-    let tls = test_tls(work.path());
-    let mut deploy = spawn_deploy(
-        &DeployRun {
-            base: &base,
-            inventory: &inventory,
-            phase: "factory",
-            port: free_port(),
-            tls: &tls,
-            out: work.path(),
-        },
-        "run",
-        &[
-            "--parallel",
-            "1",
-            "--poll",
-            "2",
-            "--bmc-timeout",
-            "300",
-            "--report-timeout",
-            "1800",
-        ],
-    );
-    let booted = Instant::now();
-    let read =
-        |s: &str| std::fs::read_to_string(work.path().join(format!("run.{s}"))).unwrap_or_default();
-    let deadline = Instant::now() + Duration::from_secs(1800);
-    let status = loop {
-        if let Some(status) = deploy.try_wait().unwrap() {
-            break status;
+#[cfg(feature = "agent")]
+impl InstallRig {
+    /// `ibi create image --dir BASE --base-iso <the lab's live ISO>` and `extra` arguments.
+    fn create_image(&self, extra: &[&Path]) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ibi"));
+        cmd.args(["create", "image", "--dir"])
+            .arg(&self.base)
+            .arg("--base-iso")
+            .arg(&self.live);
+        for a in extra {
+            cmd.arg(a);
         }
-        let serial = lab::serial(&vm);
-        // The agent's own `shutdown` stops its unit (`signal`): only an exit status or a failed
-        // dependency is a failure here; whether the install finished, the disk says.
-        let failed = serial.lines().any(|l| {
-            (l.contains(AGENT_ENDED)
-                && !l.contains("ended: success")
-                && !l.contains("ended: signal"))
-                || (l.contains(LIVE_UP) && !l.contains("ibi-agent-install: active/success"))
-        });
-        if failed || Instant::now() > deadline {
-            common::deliver::stop_child(&mut deploy);
-            panic!(
-                "the install failed or ran over; VM {}; serial:\n{serial}\ndeploy:\n{}\nemulator:\n{}",
-                lab.state(&vm),
-                read("stderr"),
-                emu.log()
-            );
-        }
-        std::thread::sleep(Duration::from_secs(2));
+        let built = cmd
+            .current_dir(&self.stage)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        ok(&built, "ibi create image --base-iso <the lab's live ISO>");
+    }
+
+    /// `ibi deploy --phase factory` of BASE's installation ISO to the rig's VM (site `f1`): the VM
+    /// boots it, installs, powers off; deploy ends with the site done and the CD ejected. Returns the
+    /// serial console.
+    fn deploy_factory(&self, lab: &Lab) -> String {
+        let emu = lab.emulator.as_ref().unwrap();
+        let inventory = self.base.join("sites.yaml");
+        std::fs::write(
+            &inventory,
+            format!(
+                "sites:\n{}",
+                common::deliver::fleet::inventory_entry("f1", emu, Some(&self.vm.uuid))
+            ),
+        )
+        .unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let tls = test_tls(work.path());
+        let mut deploy = spawn_deploy(
+            &DeployRun {
+                base: &self.base,
+                inventory: &inventory,
+                phase: "factory",
+                port: free_port(),
+                tls: &tls,
+                out: work.path(),
+            },
+            "run",
+            &[
+                "--parallel",
+                "1",
+                "--poll",
+                "2",
+                "--bmc-timeout",
+                "300",
+                "--report-timeout",
+                "1800",
+            ],
+        );
+        let booted = Instant::now();
+        let read = |s: &str| {
+            std::fs::read_to_string(work.path().join(format!("run.{s}"))).unwrap_or_default()
+        };
+        let deadline = Instant::now() + Duration::from_secs(1800);
+        let vm = &self.vm;
+        let status = loop {
+            if let Some(status) = deploy.try_wait().unwrap() {
+                break status;
+            }
+            let serial = lab::serial(vm);
+            // The agent's own `shutdown` stops its unit (`signal`): only an exit status or a failed
+            // dependency is a failure here; whether the install finished, the disk says.
+            let failed = serial.lines().any(|l| {
+                (l.contains(AGENT_ENDED)
+                    && !l.contains("ended: success")
+                    && !l.contains("ended: signal"))
+                    || (l.contains(LIVE_UP) && !l.contains("ibi-agent-install: active/success"))
+            });
+            if failed || Instant::now() > deadline {
+                common::deliver::stop_child(&mut deploy);
+                panic!(
+                    "the install failed or ran over; VM {}; serial:\n{serial}\ndeploy:\n{}\nemulator:\n{}",
+                    lab.state(vm),
+                    read("stderr"),
+                    emu.log()
+                );
+            }
+            std::thread::sleep(Duration::from_secs(2));
+        };
+        let (stdout, stderr) = (read("stdout"), read("stderr"));
+        let serial = lab::serial(vm);
+        eprintln!(
+            "lab: factory deploy ended {:.1?} after it started\ndeploy stdout:\n{stdout}\ndeploy stderr:\n{stderr}",
+            booted.elapsed()
+        );
+        assert_eq!(status.code(), Some(0), "{stderr}\nserial:\n{serial}");
+        assert!(stderr.contains("site f1: done"), "{stderr}");
+        assert_uefi_boot(&serial);
+        assert!(
+            lab.wait_off(vm, Duration::from_secs(60)),
+            "{}",
+            lab.state(vm)
+        );
+        // deploy ejected: sushy's eject removes the CD drive from the definition.
+        let definition = lab.definition(vm);
+        assert!(!definition.contains("device='cdrom'"), "{definition}");
+        serial
+    }
+}
+
+#[cfg(feature = "agent")]
+#[test]
+fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
+    use common::agent::{Expected, Target, check_disk, metal_image_lock};
+
+    let _one = lab::lock();
+    let Some(mut lab) = Lab::start(TEST) else {
+        return;
     };
-    let (stdout, stderr) = (read("stdout"), read("stderr"));
-    let serial = lab::serial(&vm);
-    eprintln!(
-        "lab: factory deploy ended {:.1?} after it started\ndeploy stdout:\n{stdout}\ndeploy stderr:\n{stderr}",
-        booted.elapsed()
-    );
-    assert_eq!(status.code(), Some(0), "{stderr}\nserial:\n{serial}");
-    assert!(stderr.contains("site f1: done"), "{stderr}");
-    assert_uefi_boot(&serial);
-    assert!(
-        lab.wait_off(&vm, Duration::from_secs(60)),
-        "{}",
-        lab.state(&vm)
-    );
-    // deploy ejected: sushy's eject removes the CD drive from the definition.
-    let definition = lab.definition(&vm);
-    assert!(!definition.contains("device='cdrom'"), "{definition}");
+    // The metal image's filesystems have fixed UUIDs: one mounter at a time on this machine.
+    let _metal = metal_image_lock();
+    let started = Instant::now();
+    let rig = install_rig(&mut lab, "factory");
+    let (w, vm) = (&rig.w, &rig.vm);
+    rig.create_image(&[]);
+    eprintln!("lab: factory inputs ready in {:.1?}", started.elapsed());
+    let serial = rig.deploy_factory(&lab);
     // What the live system said: coreos-installer called once, with the config's arguments, on the
     // device the config names by its serial (the agent resolves the by-id link).
     let calls: Vec<&str> = serial
@@ -839,13 +897,13 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
 
     // The disk, read here with the loop-device e2e test's checks.
     let seed_files = w.join("seed-files");
-    common::registry::extract_layer(&seed, &seed_files);
-    let t = Target::adopt(&w.join("check"), &host_disk, "overlay");
+    common::registry::extract_layer(&rig.seed, &seed_files);
+    let t = Target::adopt(&w.join("check"), &rig.host_disk, "overlay");
     let report = check_disk(
         &Expected {
             seed_files: &seed_files,
             images: &[],
-            binary: &binary,
+            binary: &rig.binary,
         },
         &t,
     );
@@ -862,15 +920,15 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
     // disk size, arguments and binary; no shutdown, of course): the two disks read the same.
     let reference = reference_install(
         &w.join("reference"),
-        &seed,
-        &media.join("metal.img"),
-        &binary,
+        &rig.seed,
+        &rig.media.join("metal.img"),
+        &rig.binary,
     );
     let want = check_disk(
         &Expected {
             seed_files: &seed_files,
             images: &[],
-            binary: &binary,
+            binary: &rig.binary,
         },
         &reference,
     );
@@ -885,12 +943,12 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
     // the seed's kernel and initramfs), ibi's unit copies the site's configuration, the seed's own
     // installation-configuration.service (lca-cli post-pivot, the lab's stand-in) finds it.
     let site_started = Instant::now();
-    let phase = run_site_phase(&lab, &vm);
+    let phase = run_site_phase(&lab, vm);
     eprintln!(
         "lab: site phase on the factory's disk done in {:.1?}",
         site_started.elapsed()
     );
-    let serial = lab::serial(&vm);
+    let serial = lab::serial(vm);
     assert_uefi_boot(&serial);
     // GRUB wraps its own lines at 80 columns; the kernel's are whole.
     assert!(
@@ -898,7 +956,7 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
             && serial.contains("Command line: BOOT_IMAGE=/ostree/rhcos_4.16.0-"),
         "the metal image's boot loader did not boot the seed's deployment:\n{serial}"
     );
-    let t = Target::adopt(&w.join("check-site"), &host_disk, "overlay");
+    let t = Target::adopt(&w.join("check-site"), &rig.host_disk, "overlay");
     let root_at = w.join("check-site/root");
     let root = common::agent::Mounted::new(&t, "root", &root_at, Some("ro"));
     let var = root_at.join("ostree/deploy/rhcos_4.16.0/var");
@@ -925,6 +983,115 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
         "lab: factory and site phase done in {:.1?}",
         started.elapsed()
     );
+}
+
+#[cfg(not(feature = "agent"))]
+#[test]
+fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
+    common::skip(TEST, "the installation ISO's ibi needs the agent feature");
+}
+
+/// One-shot site install (issue 25) on a VM: the example fleet's site a17 is built (`create
+/// config-image --sites`), then `ibi create image --site` makes the installation ISO carry its
+/// configuration; the VM boots it once through the emulator (`deploy --phase factory`), installs
+/// and powers off; deploy ejects. Then the VM boots its disk with no CD drive at all (`ibi boot
+/// --boot disk`): the seed's post-pivot stand-in finds `/opt/openshift/cluster-configuration`
+/// already there, byte for byte the tree of a17's configuration ISO, and ibi's fetch unit finds it
+/// present and reads no device. Stand-ins as in the factory test.
+#[cfg(feature = "agent")]
+#[test]
+fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
+    use common::agent::{Target, metal_image_lock};
+
+    let _one = lab::lock();
+    let Some(mut lab) = Lab::start(TEST) else {
+        return;
+    };
+    let _metal = metal_image_lock();
+    let started = Instant::now();
+    let rig = install_rig(&mut lab, "oneshot");
+    let (w, vm) = (&rig.w, &rig.vm);
+    let emu = lab.emulator.as_ref().unwrap();
+    let (fleet, names) = example_fleet_base(&[(emu, Some(&vm.uuid))]);
+    assert_eq!(names, [SITE], "the example fleet's first site");
+    let inventory = fleet.path().join("sites.yaml");
+    ok(
+        &common::deliver::ibi_env(
+            &[
+                "create",
+                "config-image",
+                "--dir",
+                fleet.path().to_str().unwrap(),
+                "--sites",
+                inventory.to_str().unwrap(),
+            ],
+            &[],
+        ),
+        "ibi create config-image --sites",
+    );
+    let site = fleet.path().join("sites").join(SITE);
+    rig.create_image(&[Path::new("--site"), &site]);
+    eprintln!("lab: one-shot inputs ready in {:.1?}", started.elapsed());
+    rig.deploy_factory(&lab);
+    let installed = lab::serial(vm).len();
+
+    // The first boot from disk, no medium: the definition has no CD drive.
+    let definition = lab.definition(vm);
+    assert!(!definition.contains("device='cdrom'"), "{definition}");
+    ibi_boot(emu, vm, &["--boot", "disk"], None);
+    let arrived = lab::wait_serial(vm, ARRIVED, GUEST_WAIT);
+    let serial = lab::serial(vm);
+    assert!(
+        arrived,
+        "no '{ARRIVED}' within {GUEST_WAIT:?}; VM {}; serial since the install:\n{}",
+        lab.state(vm),
+        &serial[installed.min(serial.len())..]
+    );
+    assert!(
+        lab.wait_off(vm, Duration::from_secs(180)),
+        "the guest did not power off: {}",
+        lab.state(vm)
+    );
+    assert!(
+        serial.contains("Command line: BOOT_IMAGE=/ostree/rhcos_4.16.0-"),
+        "the disk did not boot the seed's deployment:\n{serial}"
+    );
+    let t = Target::adopt(&w.join("check-oneshot"), &rig.host_disk, "overlay");
+    let root_at = w.join("check-oneshot/root");
+    let root = common::agent::Mounted::new(&t, "root", &root_at, Some("ro"));
+    let var = root_at.join("ostree/deploy/rhcos_4.16.0/var");
+    check_arrival(
+        &site.join("imagebasedconfig.iso"),
+        &w.join("iso"),
+        &var.join("opt/openshift"),
+        &var,
+    );
+    // ibi's fetch unit ran and found the tree there: nothing came from a device.
+    let said: Vec<String> = journal_match(
+        &var.join("log/journal"),
+        "_SYSTEMD_UNIT=ibi-fetch-config.service",
+    )
+    .iter()
+    .filter_map(|e| match &e["MESSAGE"] {
+        Value::String(m) => Some(m.clone()),
+        // journald's JSON gives a message with control characters as its bytes.
+        Value::Array(b) => {
+            let bytes: Vec<u8> = b
+                .iter()
+                .filter_map(Value::as_u64)
+                .map(|x| x as u8)
+                .collect();
+            Some(String::from_utf8_lossy(&bytes).into_owned())
+        }
+        _ => None,
+    })
+    .collect();
+    assert!(
+        said.iter().any(|m| m.contains("nothing to do")),
+        "ibi-fetch-config did not find the tree already there: {said:#?}"
+    );
+    drop((root, t));
+    eprintln!("lab: one-shot install done in {:.1?}", started.elapsed());
 }
 
 /// `ibi agent install` of `seed` onto a blank loop disk of the e2e test's size, here: the
