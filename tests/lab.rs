@@ -160,18 +160,12 @@ fn iso_tree(iso: &Path, into: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 /// Journal entries of the guest (its journal folder `dir`, read from its disk) for `unit`, as JSON
 /// objects.
 fn journal(dir: &Path, unit: &str) -> Vec<Value> {
-    journal_match(dir, &format!("UNIT={unit}"))
-}
-
-/// Journal entries of the guest matching `field=value` (`_SYSTEMD_UNIT=x.service`: what the unit's
-/// processes logged).
-fn journal_match(dir: &Path, matching: &str) -> Vec<Value> {
     let out = lab::run(
         Command::new("journalctl")
             .arg("-D")
             .arg(dir)
             .args(["-o", "json", "--no-pager"])
-            .arg(matching),
+            .arg(format!("UNIT={unit}")),
         Duration::from_secs(60),
     )
     .unwrap_or_default();
@@ -360,12 +354,10 @@ fn run_site_phase(lab: &Lab, vm: &lab::Domain) -> SitePhase {
     SitePhase { base, work }
 }
 
-/// The guest's side of a site phase, read from its disk after power-off: `opt` (its
-/// /opt/openshift) holds the ISO's tree byte for byte; its record in `var` (its /var) says ibi's
-/// unit ran once, at boot, successfully, and ended before post-pivot's stand-in started. Returns
-/// the record.
+/// `opt` (the guest's /opt/openshift, read from its disk) holds the ISO's tree byte for byte;
+/// returns the post-pivot stand-in's record from `var` (its /var).
 #[cfg(feature = "agent")]
-fn check_arrival(iso: &Path, scratch: &Path, opt: &Path, var: &Path) -> String {
+fn check_tree(iso: &Path, scratch: &Path, opt: &Path, var: &Path) -> String {
     let want = iso_tree(iso, scratch);
     assert!(
         want.contains_key(Path::new("cluster-configuration/manifest.json")),
@@ -387,13 +379,27 @@ fn check_arrival(iso: &Path, scratch: &Path, opt: &Path, var: &Path) -> String {
     }
     let result = std::fs::read_to_string(var.join("lib/lab/result")).unwrap();
     eprintln!("guest's record:\n{result}");
-    let field = |k: &str| {
-        result
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")))
-            .unwrap_or_else(|| panic!("{k} not in {result}"))
-            .to_string()
-    };
+    result
+}
+
+/// `key=value` of the post-pivot stand-in's record.
+#[cfg(feature = "agent")]
+fn record_field(record: &str, key: &str) -> String {
+    record
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("{key} not in {record}"))
+        .to_string()
+}
+
+/// The guest's side of a site phase, read from its disk after power-off: `opt` (its
+/// /opt/openshift) holds the ISO's tree byte for byte; its record in `var` (its /var) says ibi's
+/// unit ran once, at boot, successfully, and ended before post-pivot's stand-in started. Returns
+/// the record.
+#[cfg(feature = "agent")]
+fn check_arrival(iso: &Path, scratch: &Path, opt: &Path, var: &Path) -> String {
+    let result = check_tree(iso, scratch, opt, var);
+    let field = |k: &str| record_field(&result, k);
     assert_eq!(field("NRestarts"), "0", "ibi-fetch-config ran once");
     assert_eq!(field("Result"), "success");
     assert_eq!(field("ExecMainStatus"), "0");
@@ -994,8 +1000,8 @@ fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
 /// One-shot site install (issue 25) on a VM: the example fleet's site a17 is built (`create
 /// config-image --sites`), then `ibi create image --site` makes the installation ISO carry its
 /// configuration; the VM boots it once through the emulator (`deploy --phase factory`), installs
-/// and powers off; deploy ejects. Then the VM boots its disk with no CD drive at all (`ibi boot
-/// --boot disk`): the seed's post-pivot stand-in finds `/opt/openshift/cluster-configuration`
+/// and powers off; deploy ejects. Then the VM boots its disk with no CD drive at all (powered on
+/// by the lab): the seed's post-pivot stand-in finds `/opt/openshift/cluster-configuration`
 /// already there, byte for byte the tree of a17's configuration ISO, and ibi's fetch unit finds it
 /// present and reads no device. Stand-ins as in the factory test.
 #[cfg(feature = "agent")]
@@ -1031,6 +1037,9 @@ fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
     );
     let site = fleet.path().join("sites").join(SITE);
     rig.create_image(&[Path::new("--site"), &site]);
+    // `create image --site` writes the one-shot ISO into the site's folder; `deploy --phase
+    // factory` serves BASE's (there is no `--phase oneshot` yet).
+    std::fs::rename(site.join("rhcos-ibi.iso"), rig.base.join("rhcos-ibi.iso")).unwrap();
     eprintln!("lab: one-shot inputs ready in {:.1?}", started.elapsed());
     rig.deploy_factory(&lab);
     let installed = lab::serial(vm).len();
@@ -1038,7 +1047,9 @@ fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
     // The first boot from disk, no medium: the definition has no CD drive.
     let definition = lab.definition(vm);
     assert!(!definition.contains("device='cdrom'"), "{definition}");
-    ibi_boot(emu, vm, &["--boot", "disk"], None);
+    // Powered on by the lab: `ibi boot` always inserts a medium, and `deploy --phase oneshot`,
+    // which would boot the disk through the BMC, is not there yet.
+    lab.power_on(vm);
     let arrived = lab::wait_serial(vm, ARRIVED, GUEST_WAIT);
     let serial = lab::serial(vm);
     assert!(
@@ -1060,35 +1071,37 @@ fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
     let root_at = w.join("check-oneshot/root");
     let root = common::agent::Mounted::new(&t, "root", &root_at, Some("ro"));
     let var = root_at.join("ostree/deploy/rhcos_4.16.0/var");
-    check_arrival(
+    let record = check_tree(
         &site.join("imagebasedconfig.iso"),
         &w.join("iso"),
         &var.join("opt/openshift"),
         &var,
     );
-    // ibi's fetch unit ran and found the tree there: nothing came from a device.
-    let said: Vec<String> = journal_match(
-        &var.join("log/journal"),
-        "_SYSTEMD_UNIT=ibi-fetch-config.service",
-    )
-    .iter()
-    .filter_map(|e| match &e["MESSAGE"] {
-        Value::String(m) => Some(m.clone()),
-        // journald's JSON gives a message with control characters as its bytes.
-        Value::Array(b) => {
-            let bytes: Vec<u8> = b
-                .iter()
-                .filter_map(Value::as_u64)
-                .map(|x| x as u8)
-                .collect();
-            Some(String::from_utf8_lossy(&bytes).into_owned())
-        }
-        _ => None,
-    })
-    .collect();
+    // The tree was complete before post-pivot's stand-in first looked (it waited 0 s), and ibi's
+    // fetch unit never ran: systemd skipped it on its condition (the manifest already there), so
+    // nothing was read from any device.
+    assert_eq!(record_field(&record, "waited"), "0");
+    assert_eq!(record_field(&record, "ExecMainExitTimestampMonotonic"), "0");
+    let said: Vec<String> = journal(&var.join("log/journal"), "ibi-fetch-config.service")
+        .iter()
+        .filter_map(|e| match &e["MESSAGE"] {
+            Value::String(m) => Some(m.clone()),
+            // journald's JSON gives a message with control characters as its bytes.
+            Value::Array(b) => {
+                let bytes: Vec<u8> = b
+                    .iter()
+                    .filter_map(Value::as_u64)
+                    .map(|x| x as u8)
+                    .collect();
+                Some(String::from_utf8_lossy(&bytes).into_owned())
+            }
+            _ => None,
+        })
+        .collect();
     assert!(
-        said.iter().any(|m| m.contains("nothing to do")),
-        "ibi-fetch-config did not find the tree already there: {said:#?}"
+        said.iter().any(|m| m.contains("unmet condition")
+            && m.contains("!/opt/openshift/cluster-configuration/manifest.json")),
+        "ibi-fetch-config was not skipped on the tree already there: {said:#?}"
     );
     drop((root, t));
     eprintln!("lab: one-shot install done in {:.1?}", started.elapsed());

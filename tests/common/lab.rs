@@ -485,6 +485,11 @@ impl Lab {
         self.emulator.as_ref().unwrap()
     }
 
+    /// Powers the VM on as it is defined (`virsh start`): what a BMC's power-on does.
+    pub fn power_on(&self, domain: &Domain) {
+        virsh(&["start", &domain.name]).expect("virsh start");
+    }
+
     /// `virsh domstate`: `running`, `shut off`, ...
     pub fn state(&self, domain: &Domain) -> String {
         virsh(&["domstate", &domain.name])
