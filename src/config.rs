@@ -66,6 +66,8 @@ pub use lca_versions::{
     seed_lines_table,
 };
 pub use manifests::{EXTRA_MANIFESTS_DIR, ExtraManifest, load_extra_manifests};
+pub use net::{is_dns1123_label, is_dns1123_subdomain};
+pub use rules::decoded_user_password;
 pub use site::{SiteInputs, load_site_inputs, parse_site_inputs};
 pub use template::IMAGE_BASED_CONFIG_TEMPLATE;
 pub use validate_ic::validate_install_config;

@@ -264,6 +264,31 @@ impl SitePhase {
     }
 }
 
+/// The example fleet, its first site's BMC the lab's emulator of `vm`, built with `create
+/// config-image --sites` (BASE/sites/a17/); BASE and its inventory.
+#[cfg(feature = "agent")]
+fn built_example_fleet(lab: &Lab, vm: &lab::Domain) -> (tempfile::TempDir, PathBuf) {
+    let emu = lab.emulator.as_ref().unwrap();
+    let (base, names) = example_fleet_base(&[(emu, Some(&vm.uuid))]);
+    assert_eq!(names, [SITE], "the example fleet's first site");
+    let inventory = base.path().join("sites.yaml");
+    ok(
+        &common::deliver::ibi_env(
+            &[
+                "create",
+                "config-image",
+                "--dir",
+                base.path().to_str().unwrap(),
+                "--sites",
+                inventory.to_str().unwrap(),
+            ],
+            &[],
+        ),
+        "ibi create config-image --sites",
+    );
+    (base, inventory)
+}
+
 /// `ibi deploy --phase site` of the example fleet's first site, whose BMC is the lab's emulator of
 /// `vm`: the site's configuration ISO built, inserted through the emulator, the VM booted from its
 /// disk. The cluster's API is a stand-in (tests/common/kubeapi.rs) turned ready when the guest says
@@ -272,24 +297,8 @@ impl SitePhase {
 #[cfg(feature = "agent")]
 fn run_site_phase(lab: &Lab, vm: &lab::Domain) -> SitePhase {
     let emu = lab.emulator.as_ref().unwrap();
-    let (base, names) = example_fleet_base(&[(emu, Some(&vm.uuid))]);
-    assert_eq!(names, [SITE], "the example fleet's first site");
+    let (base, inventory) = built_example_fleet(lab, vm);
     let b = base.path();
-    let inventory = b.join("sites.yaml");
-    ok(
-        &common::deliver::ibi_env(
-            &[
-                "create",
-                "config-image",
-                "--dir",
-                b.to_str().unwrap(),
-                "--sites",
-                inventory.to_str().unwrap(),
-            ],
-            &[],
-        ),
-        "ibi create config-image --sites",
-    );
     let site = BuiltSite::read(&b.join("sites").join(SITE));
     let api = StandIn::start(&site.cluster_tls(), site.seed_state());
     site.point_at(&api.url());
@@ -1017,24 +1026,7 @@ fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
     let started = Instant::now();
     let rig = install_rig(&mut lab, "oneshot");
     let (w, vm) = (&rig.w, &rig.vm);
-    let emu = lab.emulator.as_ref().unwrap();
-    let (fleet, names) = example_fleet_base(&[(emu, Some(&vm.uuid))]);
-    assert_eq!(names, [SITE], "the example fleet's first site");
-    let inventory = fleet.path().join("sites.yaml");
-    ok(
-        &common::deliver::ibi_env(
-            &[
-                "create",
-                "config-image",
-                "--dir",
-                fleet.path().to_str().unwrap(),
-                "--sites",
-                inventory.to_str().unwrap(),
-            ],
-            &[],
-        ),
-        "ibi create config-image --sites",
-    );
+    let (fleet, _) = built_example_fleet(&lab, vm);
     let site = fleet.path().join("sites").join(SITE);
     rig.create_image(&[Path::new("--site"), &site]);
     // `create image --site` writes the one-shot ISO into the site's folder; `deploy --phase

@@ -91,7 +91,7 @@ pub(crate) fn check_network_cidr(s: &str) -> Result<Cidr, String> {
 }
 
 /// A DNS-1123 label: lower-case alphanumerics and `-`, starting and ending alphanumeric, at most 63.
-pub(crate) fn is_dns1123_label(s: &str) -> bool {
+pub fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
     !b.is_empty()
@@ -102,7 +102,7 @@ pub(crate) fn is_dns1123_label(s: &str) -> bool {
 }
 
 /// A DNS-1123 subdomain: dot-separated DNS-1123 labels, at most 253 characters.
-pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
+pub fn is_dns1123_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 

@@ -72,10 +72,14 @@ fn pull_secret_entry(f: &mut Findings, field: &str, registry: &str, entry: &serd
 
 /// Base64 of UTF-8 `user:password` with a non-empty user: what containers/image can log in with.
 fn is_user_password(auth: &str) -> bool {
-    openssl::base64::decode_block(auth)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .is_some_and(|d| d.split_once(':').is_some_and(|(user, _)| !user.is_empty()))
+    decoded_user_password(auth).is_some()
+}
+
+/// A pull-secret `auth` decoded, when it is base64 of UTF-8 `user:password` with a non-empty user.
+pub fn decoded_user_password(auth: &str) -> Option<crate::util::secret::Secret> {
+    let text = String::from_utf8(openssl::base64::decode_block(auth).ok()?).ok()?;
+    let (user, _) = text.split_once(':')?;
+    (!user.is_empty()).then(|| crate::util::secret::Secret::new(text))
 }
 
 /// `sshKey`: optional; every non-empty line must be an authorized_keys public key.

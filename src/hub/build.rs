@@ -213,7 +213,7 @@ fn option_findings(o: &HubOptions) -> Vec<Finding> {
             }
         }
     }
-    if !rules::is_dns_label(&o.templates_namespace) {
+    if !config::is_dns1123_label(&o.templates_namespace) {
         f.push(command_finding(
             "--templates-namespace",
             format!(

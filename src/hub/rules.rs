@@ -12,7 +12,10 @@
 use serde_json::Value;
 
 use super::objects::{CLUSTER_TEMPLATES, NODE_TEMPLATES};
-use crate::config::{BOOT_MODES, ExtraManifest, Finding, INSTALL_CONFIG_FILE, SiteInputs, is_mac};
+use crate::config::{
+    BOOT_MODES, ExtraManifest, Finding, INSTALL_CONFIG_FILE, SiteInputs, decoded_user_password,
+    is_dns1123_label, is_dns1123_subdomain, is_mac,
+};
 
 /// IBIO writes these into the extra manifests itself.
 pub const RESERVED_MANIFESTS: &[&str] = &["invoker-cm.yaml", "ibi-monitor-cm.yaml"];
@@ -78,7 +81,7 @@ pub fn site_findings(inputs: &SiteInputs) -> Vec<Finding> {
         }
     }
     let name = &ic.metadata.name;
-    if !is_dns_label(name) {
+    if !is_dns1123_label(name) {
         add(
             "metadata.name",
             format!(
@@ -101,12 +104,7 @@ pub fn site_findings(inputs: &SiteInputs) -> Vec<Finding> {
 /// How many `:` the decoded `user:password` of `auth` holds (`None`: not base64 of UTF-8 with a
 /// non-empty user).
 fn user_password_colons(auth: &str) -> Option<usize> {
-    let text = String::from_utf8(openssl::base64::decode_block(auth).ok()?).ok()?;
-    let (user, _) = text.split_once(':')?;
-    if user.is_empty() {
-        return None;
-    }
-    Some(text.matches(':').count())
+    decoded_user_password(auth).map(|text| text.expose_str().matches(':').count())
 }
 
 /// What a hub refuses in the shared extra manifests, each named by its file in `manifests_dir`:
@@ -159,28 +157,15 @@ fn is_config_map_key(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-pub fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
-}
-
 /// The object's violations of the field rules of its kind, one message each (empty: none).
 pub fn check_object(doc: &Value) -> Vec<String> {
     let mut e = Errors::default();
     let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
     e.string(doc, "apiVersion");
     e.string(doc, "kind");
-    e.name(doc, "metadata.name", is_dns_subdomain);
+    e.name(doc, "metadata.name", is_dns1123_subdomain);
     match kind {
-        "Namespace" => e.name(doc, "metadata.name", is_dns_label),
+        "Namespace" => e.name(doc, "metadata.name", is_dns1123_label),
         "ClusterImageSet" => e.string(doc, "spec.releaseImage"),
         "ConfigMap" | "Secret" => {
             e.string(doc, "metadata.namespace");
@@ -223,7 +208,7 @@ fn cluster_instance(doc: &Value, e: &mut Errors) {
     ] {
         e.string(doc, field);
     }
-    e.name(doc, "spec.clusterName", is_dns_label);
+    e.name(doc, "spec.clusterName", is_dns1123_label);
     e.one_of(doc, "spec.clusterType", CLUSTER_TYPES, false);
     e.template_refs(doc, "spec.templateRefs", CLUSTER_TEMPLATES);
     if doc.pointer("/metadata/namespace").and_then(Value::as_str)
@@ -275,7 +260,7 @@ fn cluster_instance(doc: &Value, e: &mut Errors) {
         ] {
             sub.string(node, f);
         }
-        sub.name(node, "hostName", is_dns_subdomain);
+        sub.name(node, "hostName", is_dns1123_subdomain);
         if let Some(mac) = node.get("bootMACAddress").and_then(Value::as_str)
             && !is_mac(mac)
         {
