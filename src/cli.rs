@@ -300,6 +300,10 @@ pub struct ServeOpts {
     /// Give every image a new URL (the old ones stop working)
     #[arg(long)]
     pub rotate_tokens: bool,
+    /// Also serve every built site's one-shot installation ISO (sites/<site>/rhcos-ibi.iso): the
+    /// installation ISO carrying that site's configuration and secrets, made as it streams
+    #[arg(long)]
+    pub one_shot: bool,
     /// Connections one client address may hold at once; more are closed (a BMC uses 1-4; raise it
     /// when many BMCs reach the server through one NAT address)
     #[arg(long, default_value_t = 32, value_name = "N",
@@ -323,10 +327,10 @@ pub struct BootOpts {
     pub bmc: reqwest::Url,
     /// The image URL (from `ibi serve`); also IBI_ISO_URL, which keeps it out of `ps`
     #[arg(long, value_name = "URL", env = "IBI_ISO_URL", hide_env_values = true,
-          value_parser = parse_secret, required_unless_present = "eject")]
+          value_parser = parse_secret)]
     pub iso: Option<crate::util::secret::Secret>,
     /// cd: one-time boot from the ISO (installation ISO); disk: boot the disk with the ISO
-    /// attached (configuration ISO)
+    /// attached (configuration ISO), or without --iso with every CD ejected (one-shot install)
     #[arg(long = "boot", value_enum, default_value = "cd")]
     pub boot: BootDevice,
     /// Eject every virtual CD and clear a CD boot override, then stop
@@ -403,6 +407,9 @@ pub enum DeployPhase {
     Factory,
     /// Boot each host from disk with its configuration ISO, watch the cluster, eject once ready
     Site,
+    /// One-shot: boot each host once from its own installation ISO carrying its site's
+    /// configuration, wait for its report, eject and boot the disk, watch the cluster
+    Oneshot,
 }
 
 #[derive(Debug, Args)]

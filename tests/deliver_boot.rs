@@ -163,6 +163,29 @@ fn boot_factory_cd_then_site_disk_then_eject_against_sushy_emulator() {
         sha256_file(&dir.path().join("imagebasedconfig.iso"))
     );
 
+    // One-shot's second boot: the disk with no media (`--boot disk` without `--iso`): every CD
+    // ejected, no CD override, the host powered off and on again.
+    let resets = emu.log().matches("ComputerSystem.Reset").count();
+    let inserts = emu.log().matches("InsertMedia").count();
+    let out = boot(&emu, &["--boot", "disk"], None);
+    assert_success(&out, &emu.log());
+    assert!(text(&out).contains("from disk, no media"), "{}", text(&out));
+    assert_eq!(emu.cd()["Inserted"], false);
+    let sys = emu.system();
+    assert_ne!(sys["Boot"]["BootSourceOverrideTarget"], "Cd", "{sys}");
+    assert_eq!(sys["PowerState"], "On");
+    let new = &emu.log()[..];
+    assert_eq!(
+        new.matches("ComputerSystem.Reset").count(),
+        resets + 2,
+        "one power-off and one power-on: {new}"
+    );
+    assert_eq!(
+        new.matches("InsertMedia").count(),
+        inserts,
+        "nothing inserted: {new}"
+    );
+
     // Cleanup.
     let out = boot(&emu, &["--eject"], None);
     assert_success(&out, &emu.log());

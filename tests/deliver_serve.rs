@@ -1,7 +1,8 @@
 //! `ibi serve` checked with a real client (curl): ranges, HEAD, ETag and conditionals, wrong
 //! tokens, TLS by default, a rebuild during a download, sixteen concurrent downloads with memory
 //! flat, a clean stop, the variant ISO streamed from a patch byte for byte as `create image`
-//! writes it, a missing DIR and a second server on one DIR refused, and idle connections and
+//! writes it, each site's one-shot ISO streamed (`--one-shot`) with the Ignition config and kargs
+//! `create image --site` writes, a missing DIR and a second server on one DIR refused, and idle connections and
 //! connections over the per-address limit dropped while a download from another address goes on.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
@@ -468,25 +469,8 @@ fn serve_streams_a_variant_byte_identical_to_create_image() {
     }
     let base = streamed.path().join("base.iso");
     std::fs::copy(synthetic_base(), &base).expect("copy the synthetic base");
-    let create = |dir: &Path, extra: &[&str]| {
-        let mut args = vec![
-            "create",
-            "image",
-            "--dir",
-            dir.to_str().expect("utf-8"),
-            "--base-iso",
-            base.to_str().expect("utf-8"),
-        ];
-        args.extend_from_slice(extra);
-        let out = ibi_env(&args, &[]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    create(written.path(), &[]);
-    create(streamed.path(), &["--patch-only"]);
+    create_image(written.path(), &base, &[]);
+    create_image(streamed.path(), &base, &["--patch-only"]);
     assert!(
         !streamed.path().join(ISO).exists(),
         "--patch-only wrote the ISO"
@@ -551,6 +535,97 @@ fn serve_streams_a_variant_byte_identical_to_create_image() {
         s.stderr().contains("changed since its patch"),
         "{}",
         s.stderr()
+    );
+}
+
+/// `ibi serve --one-shot`: every built site's one-shot installation ISO, streamed over the fleet's
+/// (here a `--patch-only` variant of a base ISO: two layers of patches), under its own token, with
+/// nothing stored per site. What coreos-installer reads from the stream (the Ignition config and
+/// the kargs) equals what it reads from the ISO `create image --site` writes for the same site.
+#[test]
+fn serve_one_shot_streams_each_sites_iso_as_create_image_site_writes_it() {
+    const TEST: &str = "serve_one_shot_streams_each_sites_iso_as_create_image_site_writes_it";
+    if !tool("curl", TEST) || !tool("coreos-installer", TEST) {
+        return;
+    }
+    let d = tempfile::tempdir().expect("tempdir");
+    let dir = d.path();
+    example_install(dir);
+    let site = dir.join("sites/s1");
+    std::fs::create_dir_all(&site).unwrap();
+    let example = common::copy_example();
+    common::copy_tree(example.path(), &site);
+    let out = common::config_image(&site, &[]);
+    common::assert_ok(&out);
+    let base = dir.join("base.iso");
+    std::fs::copy(synthetic_base(), &base).expect("copy the synthetic base");
+    // The per-site ISO written whole, moved out of the served tree.
+    create_image(dir, &base, &["--site", site.to_str().unwrap()]);
+    let written = d.path().join("written-s1.iso");
+    std::fs::rename(site.join(ISO), &written).unwrap();
+    create_image(dir, &base, &["--patch-only"]);
+
+    let s = Served::start(dir, &["--one-shot"]);
+    let name = "sites/s1/rhcos-ibi.iso";
+    let url = s.url(name);
+    assert_ne!(url, s.url(ISO), "its own URL");
+    assert!(s.entry(name)["sha256"].is_null(), "never hashed whole");
+    let g = fetch(dir, &url, &[]);
+    assert_eq!(g.status, 200);
+    let streamed = d.path().join("streamed-s1.iso");
+    std::fs::write(&streamed, &g.body).unwrap();
+    assert_eq!(
+        g.body.len() as u64,
+        std::fs::metadata(&written).unwrap().len()
+    );
+    let kargs = |iso: &Path| {
+        common::run_tool(
+            "coreos-installer",
+            &["iso", "kargs", "show", iso.to_str().unwrap()],
+        )
+    };
+    let got = host::iso_ignition(&streamed);
+    assert_eq!(got, host::iso_ignition(&written), "the Ignition config");
+    assert!(
+        got.to_string()
+            .contains("/var/tmp/ibi-site-configuration/cluster-configuration/manifest.json"),
+        "the site's tree is carried"
+    );
+    assert_eq!(kargs(&streamed), kargs(&written), "the kargs");
+    let fleet = fetch(dir, &s.url(ISO), &[]);
+    assert_eq!(fleet.status, 200);
+    let fleet_iso = d.path().join("fleet.iso");
+    std::fs::write(&fleet_iso, &fleet.body).unwrap();
+    assert!(
+        !host::iso_ignition(&fleet_iso)
+            .to_string()
+            .contains("/var/tmp/ibi-site-configuration/"),
+        "the fleet's ISO carries no site"
+    );
+    assert!(!site.join(ISO).exists(), "nothing stored per site");
+    assert!(
+        s.stderr().contains("each carries its site's private keys"),
+        "{}",
+        s.stderr()
+    );
+}
+
+/// `ibi create image --dir DIR --base-iso BASE EXTRA…`, which must succeed.
+fn create_image(dir: &Path, base: &Path, extra: &[&str]) {
+    let mut args = vec![
+        "create",
+        "image",
+        "--dir",
+        dir.to_str().expect("utf-8"),
+        "--base-iso",
+        base.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(extra);
+    let out = ibi_env(&args, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 

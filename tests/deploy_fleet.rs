@@ -585,3 +585,259 @@ fn a_factory_host_that_powers_off_is_done_without_a_report() {
     );
     assert_eq!(emu.cd()["Inserted"], false, "ejected");
 }
+
+/// `ibi deploy --phase oneshot` for one site of the example fleet: one emulator (fake driver), the
+/// fleet's installation ISO (built once, `shutdown: true`: the host says it is done by powering off,
+/// as lca-cli does), the site's configuration ISO and a stand-in for its kube-apiserver. Deploy
+/// serves the site its own variant of the one installation ISO, made as it streams (nothing is stored
+/// per site), boots it from CD once; the test powers the system off as the installed host does;
+/// deploy ejects and boots the disk with no media, then watches the cluster. It is killed during
+/// the watch and run again: the second run only watches (no insert, no power change) and ends done.
+/// The ISO the emulator downloaded carries the site's configuration tree byte for byte as xorriso
+/// reads it from the site's configuration ISO; a factory run for that site afterwards is refused.
+#[test]
+fn a_oneshot_deploy_serves_the_sites_own_iso_boots_the_disk_and_resumes_its_watch() {
+    let Some(bin) = sushy_emulator(TEST) else {
+        return;
+    };
+    if !common::tool("xorriso", TEST) {
+        return;
+    }
+    let emu = Emulator::start_with_uuid(&bin, UUIDS[0]);
+    let (base, names) = example_fleet_base(&[(&emu, None)]);
+    let (b, name) = (base.path(), names[0].clone());
+    let inventory = b.join("sites.yaml");
+    example_install(b);
+    let cfg = b.join("image-based-installation-config.yaml");
+    let text = std::fs::read_to_string(&cfg).unwrap() + "shutdown: true\n";
+    std::fs::write(&cfg, text).unwrap();
+    let dir = b.to_str().unwrap();
+    let base_iso = synthetic_base();
+    ok(
+        &ibi_env(
+            &[
+                "create",
+                "image",
+                "--dir",
+                dir,
+                "--base-iso",
+                base_iso.to_str().unwrap(),
+            ],
+            &[],
+        ),
+        "ibi create image",
+    );
+    ok(
+        &ibi_env(
+            &[
+                "create",
+                "config-image",
+                "--dir",
+                dir,
+                "--sites",
+                inventory.to_str().unwrap(),
+            ],
+            &[],
+        ),
+        "ibi create config-image --sites",
+    );
+    let site_dir = b.join("sites").join(&name);
+    let site = BuiltSite::read(&site_dir);
+    let api = StandIn::start(&site.cluster_tls(), site.seed_state());
+    site.point_at(&api.url());
+
+    let work = tempfile::tempdir().unwrap();
+    let tls = test_tls(work.path());
+    let port = free_port();
+    let spawn = |phase: &str, run: &str| {
+        spawn_deploy(
+            &DeployRun {
+                base: b,
+                inventory: &inventory,
+                phase,
+                port,
+                tls: &tls,
+                out: work.path(),
+            },
+            run,
+            &[
+                "--poll",
+                "1",
+                "--report-timeout",
+                "120",
+                "--watch-timeout",
+                "120",
+                "--bmc-timeout",
+                "120",
+            ],
+        )
+    };
+    let read = |s: &str| std::fs::read_to_string(work.path().join(s)).unwrap_or_default();
+    let record = || -> Option<Value> {
+        serde_json::from_slice(&std::fs::read(b.join(format!(".ibi/deploy/{name}.json"))).ok()?)
+            .ok()
+    };
+    let step = || record().and_then(|r| r["phases"]["oneshot"]["step"].as_str().map(String::from));
+    let wait_step = |deploy: &mut std::process::Child, want: &str| {
+        let deadline = Instant::now() + PHASE_WAIT;
+        while step().as_deref() != Some(want) {
+            assert!(
+                Instant::now() < deadline,
+                "site {name} never reached {want}: {}",
+                read("run1.stderr")
+            );
+            assert!(
+                deploy.try_wait().unwrap().is_none(),
+                "deploy ended early: {}",
+                read("run1.stderr")
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+
+    let mut run1 = spawn("oneshot", "run1");
+    wait_step(&mut run1, "wait-report");
+    // Booted once from its own ISO on the virtual CD.
+    assert_eq!(emu.system()["PowerState"], "On");
+    assert_eq!(emu.system()["Boot"]["BootSourceOverrideTarget"], "Cd");
+    assert_eq!(emu.cd()["Inserted"], true);
+    let reset = format!(
+        "/redfish/v1/Systems/{}/Actions/ComputerSystem.Reset",
+        emu.uuid
+    );
+    // What the BMC downloaded (the emulator drops it at the eject).
+    let kept = work.path().join("downloaded.iso");
+    std::fs::copy(emu.downloaded("rhcos-ibi.iso").expect("downloaded"), &kept).unwrap();
+    // The installed host powers off (`shutdown: true`).
+    assert!(emu.post(&reset, &serde_json::json!({"ResetType": "ForceOff"})));
+    wait_step(&mut run1, "watch");
+    let rec = record().unwrap();
+    assert!(
+        rec["phases"]["oneshot"]["diskBooted"].as_u64().is_some(),
+        "{rec}"
+    );
+    // The disk boot: every CD ejected, no CD override, the host on.
+    let deadline = Instant::now() + PHASE_WAIT;
+    while emu.system()["PowerState"] != "On" {
+        assert!(Instant::now() < deadline, "never powered on from disk");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(emu.cd()["Inserted"], false, "the disk boots with no media");
+    assert_ne!(emu.system()["Boot"]["BootSourceOverrideTarget"], "Cd");
+    // Killed while it watches the cluster.
+    run1.kill().unwrap();
+    run1.wait().unwrap();
+    eprintln!("run 1 stderr:\n{}", read("run1.stderr"));
+
+    // The ISO the BMC downloaded: the site's own, carrying its configuration.
+    let ign = iso_ignition(&kept);
+    let extracted = tempfile::tempdir().unwrap();
+    let x = Command::new("xorriso")
+        .args(["-osirrox", "on", "-indev"])
+        .arg(site_dir.join("imagebasedconfig.iso"))
+        .args(["-extract", "/"])
+        .arg(extracted.path())
+        .output()
+        .unwrap();
+    assert!(x.status.success(), "{}", String::from_utf8_lossy(&x.stderr));
+    let mut files = 0;
+    for entry in walk_files(extracted.path()) {
+        let rel = entry.strip_prefix(extracted.path()).unwrap();
+        let path = format!("/var/tmp/ibi-site-configuration/{}", rel.display());
+        assert_eq!(
+            ignition_file(&ign, &path),
+            std::fs::read(&entry).unwrap(),
+            "{path}"
+        );
+        files += 1;
+    }
+    assert!(files >= 3, "{files} files in the site's ISO");
+    let fleet = iso_ignition(&b.join("rhcos-ibi.iso"));
+    let carried = |ign: &Value| {
+        ign["storage"]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| {
+                f["path"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("/var/tmp/ibi-site-configuration/")
+            })
+            .count()
+    };
+    assert_eq!(carried(&ign), files, "exactly the site's files");
+    assert_eq!(carried(&fleet), 0, "the fleet's ISO carries no site");
+    assert!(
+        !site_dir.join("rhcos-ibi.iso").exists(),
+        "nothing stored per site"
+    );
+    let access = std::fs::read_to_string(b.join(".ibi/deploy-access.log")).unwrap();
+    let line = format!("GET deploy/{name}/oneshot/rhcos-ibi.iso 200");
+    assert!(access.contains(&line), "{line} not in:\n{access}");
+
+    // Run 2, once the cluster is ready: only watched, never booted again.
+    let before = requests(&emu);
+    api.set(|c| *c = site.ready());
+    let mut run2 = spawn("oneshot", "run2");
+    let status = wait_exit(&mut run2);
+    let (stdout2, stderr2) = (read("run2.stdout"), read("run2.stderr"));
+    eprintln!("run 2 stdout:\n{stdout2}\nrun 2 stderr:\n{stderr2}");
+    assert_eq!(status.code(), Some(0), "{stderr2}");
+    assert!(
+        stderr2.contains(&format!("site {name}: watch: resumed")),
+        "{stderr2}"
+    );
+    let new = requests(&emu)[before.len()..].to_string();
+    assert!(
+        !new.contains("InsertMedia") && !new.contains("ComputerSystem.Reset"),
+        "booted again: {new}"
+    );
+    let cells: Vec<&str> = stdout2.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(cells[2..4], ["oneshot", "done"], "{stdout2}");
+    assert!(api.count("/readyz") > 0, "the cluster was not watched");
+
+    // The site was installed one-shot: the factory phase would install it again.
+    let before = requests(&emu);
+    let mut run3 = spawn("factory", "run3");
+    let status = wait_exit(&mut run3);
+    assert_eq!(status.code(), Some(1));
+    let out3 = read("run3.stdout") + &read("run3.stderr");
+    assert!(
+        out3.contains("deploy ran its oneshot phase before"),
+        "{out3}"
+    );
+    let new = requests(&emu)[before.len()..].to_string();
+    assert!(
+        !new.contains("InsertMedia") && !new.contains("ComputerSystem.Reset"),
+        "touched: {new}"
+    );
+    let st = ok(&ibi_env(&["status", "--dir", dir], &[]), "ibi status");
+    eprintln!("ibi status:\n{st}");
+    let row: Vec<&str> = st
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no row for {name}:\n{st}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[4..7], ["done", "done", "watch"], "{st}");
+    let json = ok(
+        &ibi_env(&["status", "--dir", dir, "--json"], &[]),
+        "ibi status --json",
+    );
+    assert!(json.contains("\"phase\": \"oneshot\""), "{json}");
+}
+
+/// Every file below `dir`.
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

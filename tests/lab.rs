@@ -16,6 +16,10 @@
 //! --phase factory`; `ibi agent install` installs the seed onto the VM's disk, which is then
 //! checked as the loop-device e2e test checks its own; then the site phase runs on that disk, which
 //! boots the seed's deployment (a Debian tree, tests/lab/seed-tree.sh).
+//!
+//! One-shot: `ibi deploy --phase oneshot` serves the VM the site's own variant of the installation
+//! ISO (carrying the site's configuration), waits for the install, boots the disk with no medium and
+//! watches the cluster; the post-pivot stand-in finds the configuration already on the disk.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
@@ -807,13 +811,28 @@ impl InstallRig {
             ),
         )
         .unwrap();
+        self.deploy(lab, "factory", &inventory, "f1", None)
+    }
+
+    /// `ibi deploy --phase PHASE` of BASE to the rig's VM, the inventory's only site `site`: ends
+    /// with the site done and no CD drive left. With `api` (one-shot), the cluster's stand-in is
+    /// turned ready once the guest says its configuration arrived. Returns the serial console.
+    fn deploy(
+        &self,
+        lab: &Lab,
+        phase: &str,
+        inventory: &Path,
+        site: &str,
+        api: Option<(&StandIn, &BuiltSite)>,
+    ) -> String {
+        let emu = lab.emulator.as_ref().unwrap();
         let work = tempfile::tempdir().unwrap();
         let tls = test_tls(work.path());
         let mut deploy = spawn_deploy(
             &DeployRun {
                 base: &self.base,
-                inventory: &inventory,
-                phase: "factory",
+                inventory,
+                phase,
                 port: free_port(),
                 tls: &tls,
                 out: work.path(),
@@ -828,8 +847,11 @@ impl InstallRig {
                 "300",
                 "--report-timeout",
                 "1800",
+                "--watch-timeout",
+                "900",
             ],
         );
+        let mut ready = api.is_none();
         let booted = Instant::now();
         let read = |s: &str| {
             std::fs::read_to_string(work.path().join(format!("run.{s}"))).unwrap_or_default()
@@ -841,6 +863,15 @@ impl InstallRig {
                 break status;
             }
             let serial = lab::serial(vm);
+            if !ready && serial.contains(ARRIVED) {
+                let (api, built) = api.unwrap();
+                eprintln!(
+                    "lab: configuration arrived {:.1?} after deploy started",
+                    booted.elapsed()
+                );
+                api.set(|c| *c = built.ready());
+                ready = true;
+            }
             // The agent's own `shutdown` stops its unit (`signal`): only an exit status or a failed
             // dependency is a failure here; whether the install finished, the disk says.
             let failed = serial.lines().any(|l| {
@@ -863,11 +894,11 @@ impl InstallRig {
         let (stdout, stderr) = (read("stdout"), read("stderr"));
         let serial = lab::serial(vm);
         eprintln!(
-            "lab: factory deploy ended {:.1?} after it started\ndeploy stdout:\n{stdout}\ndeploy stderr:\n{stderr}",
+            "lab: {phase} deploy ended {:.1?} after it started\ndeploy stdout:\n{stdout}\ndeploy stderr:\n{stderr}",
             booted.elapsed()
         );
         assert_eq!(status.code(), Some(0), "{stderr}\nserial:\n{serial}");
-        assert!(stderr.contains("site f1: done"), "{stderr}");
+        assert!(stderr.contains(&format!("site {site}: done")), "{stderr}");
         assert_uefi_boot(&serial);
         assert!(
             lab.wait_off(vm, Duration::from_secs(60)),
@@ -1006,13 +1037,15 @@ fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
     common::skip(TEST, "the installation ISO's ibi needs the agent feature");
 }
 
-/// One-shot site install (issue 25) on a VM: the example fleet's site a17 is built (`create
-/// config-image --sites`), then `ibi create image --site` makes the installation ISO carry its
-/// configuration; the VM boots it once through the emulator (`deploy --phase factory`), installs
-/// and powers off; deploy ejects. Then the VM boots its disk with no CD drive at all (powered on
-/// by the lab): the seed's post-pivot stand-in finds `/opt/openshift/cluster-configuration`
-/// already there, byte for byte the tree of a17's configuration ISO, and ibi's fetch unit finds it
-/// present and reads no device. Stand-ins as in the factory test.
+/// One-shot site install (issue 25) on a VM, driven by `ibi deploy --phase oneshot`: the example
+/// fleet's site a17 is built (`create config-image --sites`) beside the fleet's installation ISO
+/// (built once, without `--site`); deploy serves the VM's BMC (the emulator) a17's own variant of
+/// it, made as it streams, carrying a17's configuration; the VM boots it once from CD, installs and
+/// powers off; deploy ejects and boots the disk with no medium; the seed's post-pivot stand-in finds
+/// `/opt/openshift/cluster-configuration` already there, byte for byte the tree of a17's
+/// configuration ISO, ibi's fetch unit finds it present and reads no device, and deploy's watch sees
+/// the cluster's stand-in turn ready. Stand-ins as in the factory test, and the cluster's API
+/// (tests/common/kubeapi.rs), turned ready when the guest says the configuration arrived.
 #[cfg(feature = "agent")]
 #[test]
 fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
@@ -1026,35 +1059,25 @@ fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
     let started = Instant::now();
     let rig = install_rig(&mut lab, "oneshot");
     let (w, vm) = (&rig.w, &rig.vm);
-    let (fleet, _) = built_example_fleet(&lab, vm);
-    let site = fleet.path().join("sites").join(SITE);
-    rig.create_image(&[Path::new("--site"), &site]);
-    // `create image --site` writes the one-shot ISO into the site's folder; `deploy --phase
-    // factory` serves BASE's (there is no `--phase oneshot` yet).
-    std::fs::rename(site.join("rhcos-ibi.iso"), rig.base.join("rhcos-ibi.iso")).unwrap();
+    rig.create_image(&[]);
+    // The fleet's site, built, moved beside the installation ISO: BASE holds both.
+    let (fleet, inventory) = built_example_fleet(&lab, vm);
+    std::fs::rename(fleet.path().join("sites"), rig.base.join("sites")).unwrap();
+    let site = rig.base.join("sites").join(SITE);
+    let built = BuiltSite::read(&site);
+    let api = StandIn::start(&built.cluster_tls(), built.seed_state());
+    built.point_at(&api.url());
     eprintln!("lab: one-shot inputs ready in {:.1?}", started.elapsed());
-    rig.deploy_factory(&lab);
-    let installed = lab::serial(vm).len();
-
-    // The first boot from disk, no medium: the definition has no CD drive.
+    let serial = rig.deploy(&lab, "oneshot", &inventory, SITE, Some((&api, &built)));
+    assert!(
+        !site.join("rhcos-ibi.iso").exists(),
+        "nothing stored per site"
+    );
+    assert!(api.count("/readyz") > 0, "the cluster was not watched");
+    // The disk booted with no medium: deploy's disk boot left no CD drive.
     let definition = lab.definition(vm);
     assert!(!definition.contains("device='cdrom'"), "{definition}");
-    // Powered on by the lab: `ibi boot` always inserts a medium, and `deploy --phase oneshot`,
-    // which would boot the disk through the BMC, is not there yet.
-    lab.power_on(vm);
-    let arrived = lab::wait_serial(vm, ARRIVED, GUEST_WAIT);
-    let serial = lab::serial(vm);
-    assert!(
-        arrived,
-        "no '{ARRIVED}' within {GUEST_WAIT:?}; VM {}; serial since the install:\n{}",
-        lab.state(vm),
-        &serial[installed.min(serial.len())..]
-    );
-    assert!(
-        lab.wait_off(vm, Duration::from_secs(180)),
-        "the guest did not power off: {}",
-        lab.state(vm)
-    );
+    assert!(serial.contains(ARRIVED), "{serial}");
     assert!(
         serial.contains("Command line: BOOT_IMAGE=/ostree/rhcos_4.16.0-"),
         "the disk did not boot the seed's deployment:\n{serial}"

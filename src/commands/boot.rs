@@ -39,7 +39,10 @@ pub fn run(o: &BootOpts) -> Result<()> {
             },
             iso_ca: o.iso_ca.as_deref().map(read_pem).transpose()?,
         },
-        (None, false) => bail!("--iso URL (or IBI_ISO_URL) is needed unless --eject"),
+        (None, false) if o.boot == BootDevice::Disk => Job::BootDisk,
+        (None, false) => {
+            bail!("--iso URL (or IBI_ISO_URL) is needed unless --eject or --boot disk")
+        }
     };
     let req = BootRequest {
         bmc: o.bmc.clone(),

@@ -19,6 +19,7 @@ pub fn run(o: &DeployOpts) -> Result<()> {
         phase: match o.phase {
             DeployPhase::Factory => Phase::Factory,
             DeployPhase::Site => Phase::Site,
+            DeployPhase::Oneshot => Phase::Oneshot,
         },
         only: o.only.clone(),
         redo: o.redo.clone(),

@@ -39,6 +39,7 @@ pub fn run(o: &ServeOpts) -> Result<()> {
         tls: tls_choice(&o.server),
         public_url: o.server.public_url.clone(),
         rotate_tokens: o.rotate_tokens,
+        one_shot: o.one_shot,
         selection: None,
     };
     let prepared = serve::prepare(&opts)?.per_address(usize::from(o.max_per_address));

@@ -14,6 +14,10 @@ pub const IBI_CONFIGURATION_PATH: &str = "/var/tmp/ibi-configuration.json";
 pub const PULL_SECRET_PATH: &str = "/var/tmp/pull-secret.json";
 /// Run by lca-cli (`bash -c var/tmp/post.sh`, relative to CWD `/`) after precache; needs the exec bit.
 pub const POST_SCRIPT_PATH: &str = "/var/tmp/post.sh";
+/// post.sh needs the exec bit: lca-cli runs it as `bash -c var/tmp/post.sh`, i.e. executes the path.
+pub const POST_SCRIPT_MODE: u32 = 0o755;
+/// The installer's script on the live ISO that installs RHCOS and runs `lca-cli ibi` (`hostAgent: lca`).
+pub const INSTALL_SCRIPT_PATH: &str = "/usr/local/bin/install-rhcos-and-restore-seed.sh";
 
 /// Every key of `IBIPrepareConfig`; readers ignore any other key, as Go's decoder does.
 pub const KEYS: [&str; 13] = [

@@ -57,6 +57,9 @@ pub enum Job {
     },
     /// Eject every virtual CD and clear a pending CD override.
     Eject,
+    /// Boot the disk with no media: power off, eject every virtual CD, clear a CD override, power
+    /// on (the one-shot install's second boot, and `ibi boot --boot disk` without `--iso`).
+    BootDisk,
     /// Only look: log in, find the system and its virtual CD slots, with GETs (and the session
     /// login and logout where the BMC has sessions). Power, media and boot are left alone.
     Check,
@@ -221,12 +224,15 @@ pub fn run_observed(
         uuid: report.uuid.clone(),
     })?;
     match &req.job {
-        Job::Boot { iso, from, iso_ca } => {
-            let mut stage = Stage::PoweringOff;
-            let image = Image {
-                url: iso,
-                from: *from,
-                ca: iso_ca.as_deref(),
+        Job::Eject => eject(&mut c, &sys, &slots, &req.patience, &mut report)?,
+        Job::Boot { .. } | Job::BootDisk => {
+            let image = match &req.job {
+                Job::Boot { iso, from, iso_ca } => Some(Image {
+                    url: iso,
+                    from: *from,
+                    ca: iso_ca.as_deref(),
+                }),
+                _ => None,
             };
             let steps = Steps {
                 sys: &sys,
@@ -234,10 +240,10 @@ pub fn run_observed(
                 deadline,
                 patience: &req.patience,
             };
-            boot(&mut c, &steps, &image, &mut report, &mut stage, on)
+            let mut stage = Stage::PoweringOff;
+            boot(&mut c, &steps, image.as_ref(), &mut report, &mut stage, on)
                 .map_err(|e| e.context(power_left(&mut c, &sys, stage)))?
         }
-        Job::Eject => eject(&mut c, &sys, &slots, &req.patience, &mut report)?,
         Job::Check => look(&sys, &slots, &mut report),
     }
     let (connections, requests) = c.usage();
@@ -261,11 +267,12 @@ struct Steps<'a> {
     patience: &'a Patience,
 }
 
-/// The boot itself; `stage` follows the power, for the error a failure gets.
+/// The boot itself, with `image` inserted (or, `None`, the disk with every CD ejected); `stage`
+/// follows the power, for the error a failure gets.
 fn boot(
     c: &mut Client,
     s: &Steps,
-    image: &Image,
+    image: Option<&Image>,
     report: &mut Report,
     stage: &mut Stage,
     on: &mut dyn FnMut(BootEvent) -> Result<()>,
@@ -279,22 +286,37 @@ fn boot(
     for slot in s.slots {
         vmedia::eject(c, slot)?;
     }
-    let slot = insert_somewhere(c, s.slots, image.url, image.ca, s.deadline)?;
-    report.media = slot.path().to_string();
-    report.image = display_url(image.url.expose_str());
-    on(BootEvent::Inserted {
-        media: report.media.clone(),
-    })?;
+    if let Some(image) = image {
+        let slot = insert_somewhere(c, s.slots, image.url, image.ca, s.deadline)?;
+        report.media = slot.path().to_string();
+        report.image = display_url(image.url.expose_str());
+        on(BootEvent::Inserted {
+            media: report.media.clone(),
+        })?;
+    } else {
+        report.media = s
+            .slots
+            .iter()
+            .map(Slot::path)
+            .collect::<Vec<_>>()
+            .join(", ");
+        report.image = "(ejected)".into();
+    }
     // The insert may change the system's ETag and Boot: read it again before the override.
     let sys = system::read_system(c, &sys.path)?;
-    report.boot = match image.from {
+    let from = match image {
+        Some(i) => i.from,
+        None => BootFrom::Disk,
+    };
+    let media = if image.is_some() { "" } else { ", no media" };
+    report.boot = match from {
         BootFrom::Cd => {
             system::set_boot_override(c, &sys, TARGET_CD, ENABLED_ONCE, p)?;
             cd_override_kept(c, &sys.path)?
         }
         BootFrom::Disk => match system::clear_cd_override(c, &sys, p)? {
-            Some(done) => format!("from disk (CD override replaced: {done})"),
-            None => "from disk (no CD override was set)".to_string(),
+            Some(done) => format!("from disk{media} (CD override replaced: {done})"),
+            None => format!("from disk{media} (no CD override was set)"),
         },
     };
     info!("powering {} on", sys.path);

@@ -21,5 +21,6 @@ mod tokens;
 
 pub use plan::{DeployOptions, Timeouts};
 pub use preflight::{Checked, Finding};
+pub use record::{STEP_BOOT_DISK, STEP_WAIT_REPORT};
 pub use run::{Deployed, LOCK_FILE, Refused, check, deploy};
 pub use summary::{Ending, SiteOutcome, table};

@@ -46,6 +46,9 @@ pub enum Phase {
     Factory,
     /// Booted from disk with the configuration ISO: the cluster reconfigured.
     Site,
+    /// Both in one: booted once from the host's own installation ISO carrying its site's
+    /// configuration, then from disk with no media.
+    Oneshot,
 }
 
 impl Phase {
@@ -53,6 +56,7 @@ impl Phase {
         match self {
             Phase::Factory => "factory",
             Phase::Site => "site",
+            Phase::Oneshot => "oneshot",
         }
     }
 }
@@ -92,6 +96,10 @@ pub struct PhaseRecord {
     /// to (`--redo`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub booted: Option<u64>,
+    /// One-shot: when deploy was about to power the host on from its disk (saved before the
+    /// request), after the install; a re-run then only watches the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_booted: Option<u64>,
 }
 
 /// One site's file.
@@ -250,6 +258,7 @@ mod tests {
             error: None,
             bytes_served: 0,
             booted: None,
+            disk_booted: None,
         }
     }
 

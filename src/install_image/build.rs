@@ -66,7 +66,7 @@ pub struct BuildOptions {
 pub fn build(opts: &BuildOptions) -> Result<PathBuf> {
     if opts.patch_only && opts.site.is_some() {
         bail!(
-            "--patch-only does not take --site: a one-shot ISO is written whole (streaming it per site is not done yet)"
+            "--patch-only does not take --site: a one-shot ISO is written whole; to stream each site's over one installation ISO, build it without --site and use `ibi deploy --phase oneshot` or `ibi serve --one-shot`"
         );
     }
     let plan = plan(opts)?;

@@ -11,6 +11,8 @@ use std::fs::File;
 
 use anyhow::{Context, Result, bail};
 
+use super::ignition::one_shot::carry_site;
+use super::site_tree::SiteTree;
 use crate::contract::host_report::{REPORT_CONFIG_PATH, ReportConfig};
 use crate::ignition::types::{Config, data_url};
 use crate::iso9660::IsoReader;
@@ -90,26 +92,43 @@ impl EmbeddedIgnition {
         Ok(Some(config))
     }
 
-    /// The patch that makes the ISO carry `token` as its report token; an error when the ISO was
-    /// built without `statusURL`.
-    pub fn patch_for(&self, token: &Secret) -> Result<Patch> {
-        let Some(mut settings) = self.report_config()? else {
-            bail!("the installation ISO was built without statusURL: its hosts do not report");
-        };
-        settings.token = token.clone();
-        let mut json = serde_json::to_vec(&settings).context("encoding the report settings")?;
-        json.push(b'\n');
+    /// The patch that makes one host's variant: the ISO carrying `token` as its report token (an
+    /// error when the ISO was built without `statusURL`), and for a one-shot install `site`'s
+    /// configuration tree ([`carry_site`]: the same config `create image --site` builds).
+    pub fn patch_for(&self, token: Option<&Secret>, site: Option<&SiteTree>) -> Result<Patch> {
         let mut config = self.config.clone();
-        for f in &mut config.storage.files {
-            if f.path == REPORT_CONFIG_PATH
-                && let Some(c) = f.contents.as_mut()
-            {
-                c.source = Some(data_url(&json));
+        if let Some(token) = token {
+            let Some(mut settings) = self.report_config()? else {
+                bail!("the installation ISO was built without statusURL: its hosts do not report");
+            };
+            settings.token = token.clone();
+            let mut json = serde_json::to_vec(&settings).context("encoding the report settings")?;
+            json.push(b'\n');
+            for f in &mut config.storage.files {
+                if f.path == REPORT_CONFIG_PATH
+                    && let Some(c) = f.contents.as_mut()
+                {
+                    c.source = Some(data_url(&json));
+                }
             }
         }
+        if let Some(tree) = site {
+            carry_site(&mut config, tree).with_context(|| {
+                format!("carrying the configuration of {}", tree.site.display())
+            })?;
+        }
         let raw = serde_json::to_vec(&config).context("encoding the Ignition config")?;
-        let mut data = encode_ignition_compact(&raw, self.area.length)
-            .context("embedding the host's Ignition config")?;
+        let mut data = encode_ignition_compact(&raw, self.area.length).with_context(|| {
+            site.map_or("embedding the host's Ignition config".to_string(), |t| {
+                format!(
+                    "embedding the host's Ignition config with the configuration of {} ({} bytes \
+                     uncompressed; a one-shot variant carries it only in the Ignition embed area): use \
+                     the two phases, factory and site",
+                    t.site.display(),
+                    t.bytes()
+                )
+            })
+        })?;
         // The area's zero fill is there beneath the patch past what was used: the patch stops at
         // the longer of the two streams (some KiB a host, not the area's 256 KiB), the same bytes.
         let keep = used(&data).max(self.beneath_used);
@@ -161,9 +180,6 @@ mod tests {
 
     /// A synthetic live ISO and the patch that embeds a config with report settings (or none).
     fn fleet_iso(report: bool) -> (File, Vec<Patch>, Config) {
-        let mut file = tempfile::tempfile().unwrap();
-        let iso = SyntheticIso::new(IgnitionLayout::InsideFile, true);
-        file.write_all(&iso.to_vec().unwrap()).unwrap();
         let mut config = Config::default();
         config.ignition.version = "3.2.0".into();
         config.storage.files.push(IgnFile::from_bytes(
@@ -178,14 +194,23 @@ mod tests {
                 .files
                 .push(IgnFile::from_bytes(REPORT_CONFIG_PATH, 0o600, &json));
         }
+        let (file, patches) = embedded_in_synthetic_iso(&config);
+        (file, patches, config)
+    }
+
+    /// A synthetic live ISO and the patch that embeds `config` in its Ignition area.
+    fn embedded_in_synthetic_iso(config: &Config) -> (File, Vec<Patch>) {
+        let mut file = tempfile::tempfile().unwrap();
+        let iso = SyntheticIso::new(IgnitionLayout::InsideFile, true);
+        file.write_all(&iso.to_vec().unwrap()).unwrap();
         let mut reader = IsoReader::open(&file).unwrap();
         let area = find_ignition_area(&mut reader).unwrap();
-        let data = encode_ignition(&serde_json::to_vec(&config).unwrap(), area.length).unwrap();
+        let data = encode_ignition(&serde_json::to_vec(config).unwrap(), area.length).unwrap();
         let patches = vec![Patch {
             offset: area.offset,
             data,
         }];
-        (file, patches, config)
+        (file, patches)
     }
 
     #[test]
@@ -193,7 +218,7 @@ mod tests {
         let (file, patches, config) = fleet_iso(true);
         let fleet = read(&file, &patches).unwrap();
         assert_eq!(fleet.report_config().unwrap().unwrap(), settings(FLEET));
-        let host = fleet.patch_for(&Secret::new(HOST)).unwrap();
+        let host = fleet.patch_for(Some(&Secret::new(HOST)), None).unwrap();
         assert!(
             (host.data.len() as u64) < fleet.area().length / 4,
             "{} bytes: the zero fill is not carried",
@@ -228,9 +253,81 @@ mod tests {
         let (file, patches, _) = fleet_iso(false);
         let fleet = read(&file, &patches).unwrap();
         assert!(fleet.report_config().unwrap().is_none());
-        let err = format!("{:#}", fleet.patch_for(&Secret::new(HOST)).err().unwrap());
+        let err = format!(
+            "{:#}",
+            fleet
+                .patch_for(Some(&Secret::new(HOST)), None)
+                .err()
+                .unwrap()
+        );
         assert!(err.contains("built without statusURL"), "{err}");
         let err = format!("{:#}", read(&file, &[]).err().unwrap());
         assert_eq!(err, "the installation ISO carries no Ignition config");
+    }
+
+    /// A fleet ISO whose config `create image` built (`hostAgent: lca`, seed 4.16, no statusURL).
+    fn built_fleet_iso() -> (File, Vec<Patch>) {
+        use crate::install_image::ignition::installation::{
+            InstallationIgnitionInputs, build_installation_ignition,
+        };
+        let config = build_installation_ignition(&InstallationIgnitionInputs {
+            seed_image: "quay.io/example/seed@sha256:00".into(),
+            seed_version: "4.16.0".into(),
+            installation_disk: "/dev/vda".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        embedded_in_synthetic_iso(&config)
+    }
+
+    fn site_tree(manifest: Vec<u8>) -> SiteTree {
+        SiteTree {
+            site: "sites/a17".into(),
+            dirs: vec![
+                "cluster-configuration".into(),
+                "cluster-configuration/manifests".into(),
+            ],
+            files: vec![("cluster-configuration/manifest.json".into(), manifest)],
+        }
+    }
+
+    #[test]
+    fn a_sites_variant_carries_its_tree_without_a_token_and_a_tree_too_large_is_refused() {
+        let (file, patches) = built_fleet_iso();
+        let fleet = read(&file, &patches).unwrap();
+        let patch = fleet
+            .patch_for(
+                None,
+                Some(&site_tree(b"{\"cluster_name\":\"a17\"}".to_vec())),
+            )
+            .unwrap();
+        let mine = with_host_patch(&patches, fleet.area(), patch);
+        let got = read(&file, &mine).unwrap();
+        let carried = got
+            .config
+            .storage
+            .files
+            .iter()
+            .find(|f| {
+                f.path == "/var/tmp/ibi-site-configuration/cluster-configuration/manifest.json"
+            })
+            .expect("the tree is carried");
+        assert_eq!(carried.data().unwrap(), b"{\"cluster_name\":\"a17\"}");
+        assert_eq!(carried.mode, Some(0o600));
+        assert!(
+            got.report_config().unwrap().is_none(),
+            "no token asked, none set"
+        );
+        // Random bytes do not compress: 300 KiB cannot fit a 256 KiB area.
+        let mut noise = vec![0u8; 300 << 10];
+        openssl::rand::rand_bytes(&mut noise).unwrap();
+        let err = format!(
+            "{:#}",
+            fleet.patch_for(None, Some(&site_tree(noise))).unwrap_err()
+        );
+        assert!(
+            err.contains("sites/a17") && err.contains("use the two phases"),
+            "{err}"
+        );
     }
 }

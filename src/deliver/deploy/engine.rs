@@ -6,7 +6,9 @@
 //!
 //! Each site: boot (factory: the installation ISO, one-time CD override; site: the configuration ISO,
 //! boot the disk) → wait (factory: the host's final report with its own token, or with `shutdown:
-//! true` its power off; site: the cluster ready) → eject → done. Every step is saved in the site's
+//! true` its power off; site: the cluster ready) → eject → done. One-shot: boot (the host's own
+//! installation ISO carrying its site's configuration, one-time CD override) → wait as the factory
+//! does → boot-disk (power off, eject, no override, power on) → watch as the site does → done. Every step is saved in the site's
 //! record before the next begins, and `booted` before the power-on request, so a re-run resumes
 //! where this one stopped and never boots a host twice for one phase (see `record`).
 //!
@@ -24,7 +26,9 @@ use anyhow::{Context, Result, anyhow};
 use super::plan::{Bmc, DeployOptions, HostSignals, Target};
 use super::pool::Pool;
 use super::progress::Progress;
-use super::record::{Record, Resume, STEP_BOOT, STEP_EJECT, STEP_WAIT_REPORT, STEP_WATCH};
+use super::record::{
+    Record, Resume, STEP_BOOT, STEP_BOOT_DISK, STEP_EJECT, STEP_WAIT_REPORT, STEP_WATCH,
+};
 use super::summary::{Ending, SiteOutcome};
 use crate::contract::agent_status::RunState;
 use crate::deliver::boot::{self, BootEvent, BootFrom, BootRequest, Job};
@@ -57,8 +61,13 @@ pub struct Ctx<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
     Boot,
+    /// The phase's first wait: the host (factory, one-shot) or the cluster (site).
     Wait,
     Eject,
+    /// One-shot: the host installed; its disk is booted next.
+    BootDisk,
+    /// One-shot: the disk booted; the cluster is watched.
+    Watch,
     Finished,
 }
 
@@ -92,6 +101,7 @@ enum Msg {
     /// With the byte count the job recorded up to.
     Booted(usize, Record, Result<boot::Report>, u64),
     Ejected(usize, Record, Result<()>),
+    DiskBooted(usize, Record, Result<boot::Report>),
     Power(usize, Result<String>),
     Looked(usize, Box<Watcher>, Result<bool>),
 }
@@ -120,7 +130,7 @@ impl<'a, 't> Engine<'a, 't> {
         let o = ctx.opts;
         let (tx, rx) = channel();
         let looks = match o.phase {
-            Phase::Site => Some(Pool::new(LOOK_THREADS, "ibi-look")?),
+            Phase::Site | Phase::Oneshot => Some(Pool::new(LOOK_THREADS, "ibi-look")?),
             Phase::Factory => None,
         };
         let mut e = Engine {
@@ -139,7 +149,7 @@ impl<'a, 't> Engine<'a, 't> {
         for t in targets {
             let site = e.start_site(t, failed.get(&t.name));
             e.sites.push(site);
-            if e.sites[e.sites.len() - 1].stage == Stage::Wait {
+            if matches!(e.sites[e.sites.len() - 1].stage, Stage::Wait | Stage::Watch) {
                 e.enter_wait(e.sites.len() - 1);
             }
         }
@@ -269,6 +279,24 @@ impl<'a, 't> Engine<'a, 't> {
                 self.progress.line(&t.name, "eject: resumed");
                 rec.reopen().map(|()| Stage::Eject)
             }
+            Resume::BootDisk => {
+                self.progress.line(
+                    &t.name,
+                    "boot-disk: resumed (the host installed earlier; it is not installed again)",
+                );
+                rec.reopen()
+                    .and_then(|()| rec.step(STEP_BOOT_DISK))
+                    .map(|()| Stage::BootDisk)
+            }
+            Resume::Watch => {
+                self.progress.line(
+                    &t.name,
+                    "watch: resumed (the disk was booted earlier; it is not booted again)",
+                );
+                rec.reopen()
+                    .and_then(|()| rec.step(STEP_WATCH))
+                    .map(|()| Stage::Watch)
+            }
         };
         match begun {
             Ok(stage) => site.stage = stage,
@@ -301,7 +329,10 @@ impl<'a, 't> Engine<'a, 't> {
         for i in 0..self.sites.len() {
             match self.sites[i].stage {
                 Stage::Eject if !self.sites[i].busy && self.bmc.has_room() => self.start_eject(i),
-                Stage::Wait if !self.sites[i].busy => self.judge_wait(i, now),
+                Stage::BootDisk if !self.sites[i].busy && self.bmc.has_room() => {
+                    self.start_boot_disk(i)
+                }
+                Stage::Wait | Stage::Watch if !self.sites[i].busy => self.judge_wait(i, now),
                 _ => {}
             }
         }
@@ -316,20 +347,24 @@ impl<'a, 't> Engine<'a, 't> {
 
     fn counts(&self) -> Vec<(&'static str, usize)> {
         let wait = wait_step(self.ctx.opts.phase);
-        let mut c = vec![
-            (STEP_BOOT, 0),
-            (wait, 0),
-            (STEP_EJECT, 0),
-            ("done", 0),
-            ("failed", 0),
-        ];
+        // The one-shot's third and fourth columns are its disk boot and its watch; the others'
+        // third is their eject.
+        let (third, fourth) = match self.ctx.opts.phase {
+            Phase::Oneshot => (STEP_BOOT_DISK, Some(STEP_WATCH)),
+            _ => (STEP_EJECT, None),
+        };
+        let mut c = vec![(STEP_BOOT, 0), (wait, 0), (third, 0)];
+        c.extend(fourth.map(|f| (f, 0)));
+        c.extend([("done", 0), ("failed", 0)]);
+        let n = c.len();
         for s in &self.sites {
             let k = match (s.stage, &s.ending) {
                 (Stage::Boot, _) => 0,
                 (Stage::Wait, _) => 1,
-                (Stage::Eject, _) => 2,
-                (Stage::Finished, Some(Ending::Failed(_))) => 4,
-                (Stage::Finished, _) => 3,
+                (Stage::Eject | Stage::BootDisk, _) => 2,
+                (Stage::Watch, _) => 3,
+                (Stage::Finished, Some(Ending::Failed(_))) => n - 1,
+                (Stage::Finished, _) => n - 2,
             };
             c[k].1 += 1;
         }
@@ -408,7 +443,7 @@ impl<'a, 't> Engine<'a, 't> {
             }
         };
         let from = match o.phase {
-            Phase::Factory => BootFrom::Cd,
+            Phase::Factory | Phase::Oneshot => BootFrom::Cd,
             Phase::Site => BootFrom::Disk,
         };
         let req = request(
@@ -458,14 +493,50 @@ impl<'a, 't> Engine<'a, 't> {
         });
     }
 
-    /// A waiting site: the factory's reports and power, or the site's cluster; the timeout.
+    /// One-shot: the host's disk is booted with no media; saved before the power-on.
+    fn start_boot_disk(&mut self, i: usize) {
+        let o = self.ctx.opts;
+        let t = self.sites[i].t;
+        let (Ok(bmc), Some(mut rec)) = (&t.bmc, self.sites[i].rec.take()) else {
+            return;
+        };
+        let req = request(bmc, Job::BootDisk, o);
+        let tx = self.tx.clone();
+        self.sites[i].busy = true;
+        self.bmc.run(move || {
+            let result = boot::run_observed(&req, &mut |ev| match ev {
+                BootEvent::Found { system, uuid } => rec.system(&system, uuid),
+                BootEvent::PoweringOn => rec.mark_disk_booted(),
+                _ => Ok(()),
+            });
+            let _ = tx.send(Msg::DiskBooted(i, rec, result));
+        });
+    }
+
+    /// Whether the site waits for its cluster (the site phase's wait, the one-shot's watch) rather
+    /// than for its host.
+    fn watching(&self, i: usize) -> bool {
+        match self.sites[i].stage {
+            Stage::Watch => true,
+            Stage::Wait => self.ctx.opts.phase == Phase::Site,
+            _ => false,
+        }
+    }
+
+    /// The host is done installing: the factory ejects, the one-shot boots the disk.
+    fn host_done(&mut self, i: usize) {
+        match self.ctx.opts.phase {
+            Phase::Oneshot => self.start_disk_step(i),
+            _ => self.start_eject_step(i),
+        }
+    }
+
+    /// A waiting site: the host's reports and power, or the site's cluster; the timeout.
     fn judge_wait(&mut self, i: usize, now: Instant) {
-        let phase = self.ctx.opts.phase;
-        if phase == Phase::Factory
-            && let Some(verdict) = self.host_verdict(i)
-        {
+        let watching = self.watching(i);
+        if !watching && let Some(verdict) = self.host_verdict(i) {
             return match verdict {
-                Ok(()) => self.start_eject_step(i),
+                Ok(()) => self.host_done(i),
                 Err(e) => self.finish(i, Err(e)),
             };
         }
@@ -476,11 +547,13 @@ impl<'a, 't> Engine<'a, 't> {
         if now < self.sites[i].next_look {
             return;
         }
-        let started = match phase {
-            Phase::Factory if self.ctx.signals.shutdown => self.start_power_read(i),
-            Phase::Site => self.start_look(i),
+        let started = if watching {
+            self.start_look(i)
+        } else if self.ctx.signals.shutdown {
+            self.start_power_read(i)
+        } else {
             // Reports only: they are read for the whole fleet at once.
-            Phase::Factory => true,
+            true
         };
         // A look that found no free thread is tried at the next tick, not a poll later.
         if started {
@@ -514,15 +587,15 @@ impl<'a, 't> Engine<'a, 't> {
 
     fn silence(&self, i: usize) -> String {
         let o = self.ctx.opts;
-        match o.phase {
-            Phase::Site => {
+        match self.watching(i) {
+            true => {
                 let reason = self.sites[i].watcher.as_ref().map_or_else(
                     || "not ready".to_string(),
                     |w| w.outcome().not_ready_reason(),
                 );
                 format!("{reason} (--watch-timeout; a re-run watches again without a new boot)")
             }
-            Phase::Factory => {
+            false => {
                 let s = self.ctx.signals;
                 let what = match (s.reports, s.shutdown) {
                     (true, true) => "no final report from the host and no power off",
@@ -588,6 +661,14 @@ impl<'a, 't> Engine<'a, 't> {
                 self.back(i, rec);
                 self.booted(i, result);
             }
+            Msg::DiskBooted(i, rec, result) => {
+                self.bmc.done();
+                self.back(i, rec);
+                match result {
+                    Ok(_) => self.disk_booted(i),
+                    Err(e) => self.finish(i, Err(format!("booting the disk: {e:#}"))),
+                }
+            }
             Msg::Ejected(i, rec, result) => {
                 self.bmc.done();
                 self.back(i, rec);
@@ -606,7 +687,7 @@ impl<'a, 't> Engine<'a, 't> {
                     Ok(p) if p == "Off" => {
                         self.progress
                             .line(&self.sites[i].t.name, "the host powered off");
-                        self.start_eject_step(i);
+                        self.host_done(i);
                     }
                     Ok(_) => {}
                     // A BMC that does not answer one poll is asked again at the next.
@@ -624,7 +705,11 @@ impl<'a, 't> Engine<'a, 't> {
                 match result {
                     Ok(true) => {
                         self.progress.line(&self.sites[i].t.name, "watch: ready");
-                        self.start_eject_step(i);
+                        match self.ctx.opts.phase {
+                            // Nothing was inserted for the disk boot: nothing to eject.
+                            Phase::Oneshot => self.finish(i, Ok(())),
+                            _ => self.start_eject_step(i),
+                        }
                     }
                     Ok(false) => {}
                     Err(e) => self.finish(i, Err(format!("{e:#}"))),
@@ -657,22 +742,54 @@ impl<'a, 't> Engine<'a, 't> {
         self.enter_wait(i);
     }
 
-    /// The wait starts (again): its timeout runs from now; the site phase opens its watch.
+    /// The wait starts (again): its timeout runs from now; a watch opens the cluster's.
     fn enter_wait(&mut self, i: usize) {
         let o = self.ctx.opts;
-        let timeout = match o.phase {
-            Phase::Factory => o.timeouts.report,
-            Phase::Site => o.timeouts.watch,
+        let watching = self.watching(i);
+        let timeout = match watching {
+            false => o.timeouts.report,
+            true => o.timeouts.watch,
         };
         let s = &mut self.sites[i];
         s.deadline = Some(Instant::now() + timeout);
         s.next_look = Instant::now();
-        if o.phase == Phase::Site {
+        if watching {
             match Watcher::open(&s.t.dir) {
                 Ok(w) => s.watcher = Some(Box::new(w)),
                 Err(e) => self.finish(i, Err(format!("{e:#}"))),
             }
         }
+    }
+
+    /// One-shot: the install is done; the disk boot is next (saved first).
+    fn start_disk_step(&mut self, i: usize) {
+        let saved = self.sites[i]
+            .rec
+            .as_mut()
+            .map_or(Ok(()), |r| r.step(STEP_BOOT_DISK));
+        match saved {
+            Ok(()) => {
+                self.progress
+                    .line(&self.sites[i].t.name, &format!("{STEP_WAIT_REPORT}: done"));
+                self.sites[i].stage = Stage::BootDisk;
+            }
+            Err(e) => self.finish(i, Err(format!("recording the step: {e:#}"))),
+        }
+    }
+
+    /// One-shot: the disk booted; the cluster is watched.
+    fn disk_booted(&mut self, i: usize) {
+        let saved = self.sites[i]
+            .rec
+            .as_mut()
+            .map_or(Ok(()), |r| r.step(STEP_WATCH));
+        if let Err(e) = saved {
+            return self.finish(i, Err(format!("recording the disk boot: {e:#}")));
+        }
+        self.progress
+            .line(&self.sites[i].t.name, &format!("{STEP_BOOT_DISK}: done"));
+        self.sites[i].stage = Stage::Watch;
+        self.enter_wait(i);
     }
 
     fn start_eject_step(&mut self, i: usize) {
@@ -734,9 +851,10 @@ impl<'a, 't> Engine<'a, 't> {
     }
 }
 
+/// The phase's first wait.
 fn wait_step(phase: Phase) -> &'static str {
     match phase {
-        Phase::Factory => STEP_WAIT_REPORT,
+        Phase::Factory | Phase::Oneshot => STEP_WAIT_REPORT,
         Phase::Site => STEP_WATCH,
     }
 }

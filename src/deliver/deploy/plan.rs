@@ -2,6 +2,7 @@
 //! sites `--only` picks, each site's BMC (a site whose BMC cannot be used fails alone), and what the
 //! phase serves: the installation ISO for the factory, each site's configuration ISO for the site.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -12,9 +13,12 @@ use crate::config::{self, SiteEntry};
 use crate::config_image::batch;
 use crate::contract::config_iso::ISO_FILE_NAME;
 use crate::deliver::deploy_state::Phase;
+use crate::deliver::serve::Source;
 use crate::deliver::serve::TlsChoice;
-use crate::deliver::serve::catalog::{Alias, INSTALLATION_ISO};
-use crate::install_image::variant::RECIPE_FILE;
+use crate::deliver::serve::catalog::{Alias, INSTALLATION_ISO, installation_source};
+use crate::install_image::per_host;
+use crate::install_image::site_tree::read_site_tree;
+use crate::install_image::variant::{RECIPE_FILE, load_recipe};
 use crate::redfish::{ClientOptions, Credentials, RetryPolicy, Trust};
 
 /// One BMC request's bound; the insert (during which BMCs may download the image) gets the
@@ -120,22 +124,26 @@ pub fn targets(o: &DeployOptions) -> Result<Vec<Target>> {
 
 fn target(o: &DeployOptions, site: &SiteEntry) -> Target {
     let of = match o.phase {
-        Phase::Factory => INSTALLATION_ISO.to_string(),
+        Phase::Factory | Phase::Oneshot => INSTALLATION_ISO.to_string(),
         Phase::Site => format!("{}/{}/{ISO_FILE_NAME}", batch::SITES_DIR, site.name),
     };
+    let dir = o.base.join(batch::SITES_DIR).join(&site.name);
     Target {
         name: site.name.clone(),
-        dir: o.base.join(batch::SITES_DIR).join(&site.name),
+        dir: dir.clone(),
         address: site.bmc.as_ref().map_or("-".into(), |b| b.address.clone()),
         bmc: bmc(&o.inventory, site).map_err(|e| format!("{e:#}")),
         alias: Alias {
             // The factory's ISO is one file for all hosts: each gets its own name, URL and count.
             name: match o.phase {
                 Phase::Factory => format!("deploy/{}/{INSTALLATION_ISO}", site.name),
+                // Its own name, so its own token and URL: this variant carries the site's secrets.
+                Phase::Oneshot => format!("deploy/{}/oneshot/{INSTALLATION_ISO}", site.name),
                 Phase::Site => of.clone(),
             },
             of,
             host: None,
+            site: (o.phase == Phase::Oneshot).then_some(dir),
         },
     }
 }
@@ -216,6 +224,37 @@ pub fn build_missing(o: &DeployOptions, targets: &[Target]) -> Result<Vec<(Strin
                 .map(|e| (r.name, format!("building its configuration ISO: {e:#}")))
         })
         .collect())
+}
+
+/// One-shot: the sites (among those whose configuration ISO is built) whose variant of the
+/// installation ISO cannot be made, with why: a seed before 4.16, a tree too large for the embed
+/// area, a configuration ISO that is not one. Made here, before any host is touched, the same way
+/// the server makes it for the BMC.
+pub fn oneshot_failures(base: &Path, targets: &[&Target]) -> Result<Vec<(String, String)>> {
+    let Some(source) = installation_source(base)? else {
+        return Ok(Vec::new());
+    };
+    let embedded = match &source {
+        Source::Variant(recipe) => {
+            let r = load_recipe(recipe)?;
+            per_host::read(&File::open(&r.base.path)?, &r.patches)?
+        }
+        src => per_host::read(&File::open(src.path())?, &[])?,
+    };
+    let mut failed = Vec::new();
+    for t in targets {
+        if !t.dir.join(ISO_FILE_NAME).is_file() {
+            continue;
+        }
+        let made = read_site_tree(&t.dir).and_then(|tree| embedded.patch_for(None, Some(&tree)));
+        if let Err(e) = made {
+            failed.push((
+                t.name.clone(),
+                format!("its one-shot installation ISO cannot be made: {e:#}"),
+            ));
+        }
+    }
+    Ok(failed)
 }
 
 /// The error of a site whose image is not there to serve.

@@ -11,7 +11,7 @@ use std::sync::mpsc::channel;
 use anyhow::Result;
 use reqwest::Url;
 
-use super::plan::{DeployOptions, HostSignals, Target};
+use super::plan::{self, DeployOptions, HostSignals, Target};
 use super::pool::Pool;
 use super::record::{Record, Resume};
 use crate::config_image::build::{AUTH_DIR, KUBECONFIG_FILE};
@@ -96,7 +96,7 @@ impl Checked {
 /// Every check, for every target; never changes anything on a host.
 pub fn check(o: &DeployOptions, targets: &[Target], signals: HostSignals) -> Result<Checked> {
     let mut out = Checked::default();
-    if o.phase == Phase::Factory && signals.reports {
+    if matches!(o.phase, Phase::Factory | Phase::Oneshot) && signals.reports {
         out.findings.extend(status_url(o));
     }
     let mut touched = Vec::new();
@@ -105,6 +105,7 @@ pub fn check(o: &DeployOptions, targets: &[Target], signals: HostSignals) -> Res
         match Record::open(&o.base, &t.name, o.phase, &t.address) {
             // Done earlier: this run leaves the host alone, so its BMC is not asked anything.
             Ok(r) if !redo && r.resume(false) == Resume::Done => continue,
+            Ok(r) if !redo => out.findings.extend(other_way(o.phase, t, &r)),
             Ok(_) => {}
             Err(_) if redo => {}
             Err(e) => out.findings.push(Finding {
@@ -116,7 +117,7 @@ pub fn check(o: &DeployOptions, targets: &[Target], signals: HostSignals) -> Res
                 ),
             }),
         }
-        if o.phase == Phase::Site {
+        if matches!(o.phase, Phase::Site | Phase::Oneshot) {
             out.findings.extend(site_files(t));
         }
         if let Err(e) = &t.bmc {
@@ -127,6 +128,16 @@ pub fn check(o: &DeployOptions, targets: &[Target], signals: HostSignals) -> Res
             });
         }
         touched.push(t);
+    }
+    if o.phase == Phase::Oneshot {
+        // The variants of sites already built; deploy builds the others, then checks them alike.
+        for (site, detail) in plan::oneshot_failures(&o.base, &touched)? {
+            out.findings.push(Finding {
+                site,
+                check: "oneshot",
+                detail,
+            });
+        }
     }
     reach_bmcs(o, &touched, &mut out)?;
     out.findings.sort_by(|a, b| a.site.cmp(&b.site));
@@ -181,6 +192,35 @@ fn reach_bmcs(o: &DeployOptions, targets: &[&Target], out: &mut Checked) -> Resu
     pool.close();
     out.reached.sort_by(|a, b| a.site.cmp(&b.site));
     Ok(())
+}
+
+/// A site installed the other way: one-shot after the two phases (or the reverse) would install or
+/// reconfigure the host again, so it takes `--redo`.
+fn other_way(phase: Phase, t: &Target, r: &Record) -> Option<Finding> {
+    let done: Vec<&str> = r
+        .state
+        .phases
+        .keys()
+        .filter(|p| (**p == Phase::Oneshot) != (phase == Phase::Oneshot))
+        .map(|p| p.name())
+        .collect();
+    if done.is_empty() {
+        return None;
+    }
+    let what = match phase {
+        Phase::Oneshot => "a one-shot install would install the host again",
+        Phase::Factory => "the factory phase would install the host again",
+        Phase::Site => "its one-shot install carried its configuration already",
+    };
+    Some(Finding {
+        site: t.name.clone(),
+        check: "record",
+        detail: format!(
+            "deploy ran its {} phase before: {what}; pass --redo {} to do it anyway",
+            done.join(" and "),
+            t.name
+        ),
+    })
 }
 
 /// The site phase watches the cluster with the site's own kubeconfig, built with its ISO.

@@ -22,6 +22,8 @@ pub const STEP_BOOT: &str = "boot";
 pub const STEP_WAIT_REPORT: &str = "wait-report";
 pub const STEP_WATCH: &str = "watch";
 pub const STEP_EJECT: &str = "eject";
+/// One-shot: the host installed; deploy ejects and boots its disk.
+pub const STEP_BOOT_DISK: &str = "boot-disk";
 
 /// Where a run takes a site's phase up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +36,10 @@ pub enum Resume {
     Wait,
     /// Only the eject is left.
     Eject,
+    /// One-shot: the host installed; eject and boot its disk.
+    BootDisk,
+    /// One-shot: the disk was booted earlier; watch the cluster again.
+    Watch,
 }
 
 pub struct Record {
@@ -92,6 +98,9 @@ impl Record {
             None => Resume::Boot,
             Some(r) if r.state == RunState::Done => Resume::Done,
             Some(r) if r.step == STEP_EJECT => Resume::Eject,
+            // One-shot: the power-on from disk may have happened; never powered on twice.
+            Some(r) if r.disk_booted.is_some() => Resume::Watch,
+            Some(r) if r.step == STEP_BOOT_DISK => Resume::BootDisk,
             Some(r) if r.booted.is_some() || heard => Resume::Wait,
             // Never powered on for this phase: booting is the only way on.
             Some(_) => Resume::Boot,
@@ -102,6 +111,12 @@ impl Record {
     pub fn mark_booted(&mut self) -> Result<()> {
         let t = now();
         self.change(|r| r.booted = Some(t))
+    }
+
+    /// One-shot: saved before the power-on from disk is asked for.
+    pub fn mark_disk_booted(&mut self) -> Result<()> {
+        let t = now();
+        self.change(|r| r.disk_booted = Some(t))
     }
 
     /// Saved when a re-run takes a failed phase up again (at its wait or its eject).
@@ -127,6 +142,7 @@ impl Record {
                 error: None,
                 bytes_served: 0,
                 booted: None,
+                disk_booted: None,
             },
         );
         self.save()
@@ -240,6 +256,39 @@ mod tests {
             None,
             "another BMC: the old UUID no longer applies"
         );
+    }
+
+    #[test]
+    fn a_one_shot_resumes_at_its_disk_boot_and_never_powers_the_disk_on_twice() {
+        let d = tempfile::tempdir().unwrap();
+        let mut r = Record::open(d.path(), "c", Phase::Oneshot, "https://bmc").unwrap();
+        r.begin().unwrap();
+        r.mark_booted().unwrap();
+        r.step(STEP_WAIT_REPORT).unwrap();
+        assert_eq!(r.resume(false), Resume::Wait, "installing: wait again");
+        r.step(STEP_BOOT_DISK).unwrap();
+        r.finish(&Err("BMC down".into())).unwrap();
+        let mut r = Record::open(d.path(), "c", Phase::Oneshot, "https://bmc").unwrap();
+        assert_eq!(
+            r.resume(false),
+            Resume::BootDisk,
+            "installed, the disk not powered on: the disk boot again, not the install"
+        );
+        r.reopen().unwrap();
+        r.mark_disk_booted().unwrap();
+        let mut r = Record::open(d.path(), "c", Phase::Oneshot, "https://bmc").unwrap();
+        assert_eq!(
+            r.resume(false),
+            Resume::Watch,
+            "killed during the power-on from disk: only watched again"
+        );
+        r.step(STEP_WATCH).unwrap();
+        r.finish(&Err("not ready".into())).unwrap();
+        let mut r = Record::open(d.path(), "c", Phase::Oneshot, "https://bmc").unwrap();
+        assert_eq!(r.resume(true), Resume::Watch);
+        r.reopen().unwrap();
+        r.finish(&Ok(())).unwrap();
+        assert_eq!(r.resume(true), Resume::Done);
     }
 
     #[test]

@@ -47,9 +47,18 @@ pub fn deploy(o: &DeployOptions) -> Result<Deployed> {
         return Err(Refused(checked).into());
     }
     let mut failed: HashMap<String, String> = match o.phase {
-        Phase::Site => plan::build_missing(o, &targets)?.into_iter().collect(),
+        Phase::Site | Phase::Oneshot => plan::build_missing(o, &targets)?.into_iter().collect(),
         Phase::Factory => HashMap::new(),
     };
+    if o.phase == Phase::Oneshot {
+        let built: Vec<&Target> = targets
+            .iter()
+            .filter(|t| !failed.contains_key(&t.name))
+            .collect();
+        for (site, e) in plan::oneshot_failures(&o.base, &built)? {
+            failed.entry(site).or_insert(e);
+        }
+    }
     for t in &targets {
         if let Some(e) = plan::missing_image(t, &o.base) {
             failed.entry(t.name.clone()).or_insert(e);
@@ -95,7 +104,7 @@ pub fn check(o: &DeployOptions) -> Result<Checked> {
 /// How the phase hears that a host is done (the site phase watches the cluster instead).
 fn signals(o: &DeployOptions) -> Result<HostSignals> {
     Ok(match o.phase {
-        Phase::Factory => plan::factory_signals(&o.base)?,
+        Phase::Factory | Phase::Oneshot => plan::factory_signals(&o.base)?,
         Phase::Site => HostSignals {
             reports: false,
             shutdown: false,
@@ -128,11 +137,12 @@ fn take_lock(o: &DeployOptions) -> Result<DirLock> {
 }
 
 /// The server for the sites to serve: one URL per host; in the factory each host's own variant of
-/// the installation ISO, carrying its own report token, when the hosts report.
+/// the installation ISO, carrying its own report token, when the hosts report; one-shot, that
+/// variant also carrying its site's configuration (the alias names the site).
 fn start_server(o: &DeployOptions, served: &[&Target], signals: HostSignals) -> Result<Running> {
     let names: Vec<&str> = served.iter().map(|t| t.name.as_str()).collect();
     let own = match (o.phase, signals.reports) {
-        (Phase::Factory, true) => tokens::load_or_draw(&o.base, &names)?,
+        (Phase::Factory | Phase::Oneshot, true) => tokens::load_or_draw(&o.base, &names)?,
         _ => Default::default(),
     };
     let aliases = served
@@ -152,6 +162,7 @@ fn start_server(o: &DeployOptions, served: &[&Target], signals: HostSignals) -> 
         tls: o.tls.clone(),
         public_url: o.public_url.clone(),
         rotate_tokens: false,
+        one_shot: false,
         selection: Some(Selection {
             aliases,
             map_file: o.base.join(MAP_FILE),

@@ -51,6 +51,9 @@ pub struct Alias {
     /// For the installation ISO: the host's own report token, which its variant carries and which
     /// makes its reports the site's.
     pub host: Option<HostToken>,
+    /// For the installation ISO, a one-shot install: the site directory whose configuration tree the
+    /// host's variant carries (`deploy --phase oneshot`).
+    pub site: Option<PathBuf>,
 }
 
 /// A site's own report token.
@@ -68,19 +71,20 @@ pub fn select(
 ) -> Result<Vec<(String, Source)>> {
     aliases
         .iter()
-        .map(
-            |a| match (found.iter().find(|(n, _)| *n == a.of), &a.host) {
-                (Some((_, src)), None) => Ok((a.name.clone(), src.clone())),
-                (Some((_, src)), Some(h)) => Ok((
-                    a.name.clone(),
-                    Source::Host {
-                        of: Box::new(src.clone()),
-                        token: h.token.clone(),
-                    },
-                )),
-                (None, _) => bail!("{} has no {}", dir.display(), a.of),
-            },
-        )
+        .map(|a| match found.iter().find(|(n, _)| *n == a.of) {
+            Some((_, src)) if a.host.is_none() && a.site.is_none() => {
+                Ok((a.name.clone(), src.clone()))
+            }
+            Some((_, src)) => Ok((
+                a.name.clone(),
+                Source::Host {
+                    of: Box::new(src.clone()),
+                    token: a.host.as_ref().map(|h| h.token.clone()),
+                    site: a.site.clone(),
+                },
+            )),
+            None => bail!("{} has no {}", dir.display(), a.of),
+        })
         .collect()
 }
 
@@ -140,6 +144,51 @@ pub fn discover(dir: &Path) -> Result<Vec<(String, Source)>> {
         );
     }
     Ok(found)
+}
+
+/// `ibi serve --one-shot`: for every built site (`sites/<site>/imagebasedconfig.iso`), its one-shot
+/// installation ISO `sites/<site>/rhcos-ibi.iso`: the installation ISO with the site's configuration
+/// laid over it as it streams (nothing is stored per site), under a token of its own.
+pub fn add_one_shot(dir: &Path, found: &mut Vec<(String, Source)>) -> Result<()> {
+    let Some(of) = found
+        .iter()
+        .find(|(n, _)| n == INSTALLATION_ISO)
+        .map(|(_, s)| s.clone())
+    else {
+        bail!(
+            "--one-shot: {} has no installation ISO ({INSTALLATION_ISO} or {RECIPE_FILE}) to lay the sites' configurations over: build it with `ibi create image --dir {}`",
+            dir.display(),
+            dir.display()
+        );
+    };
+    let prefix = format!("{SITES_DIR}/");
+    let suffix = format!("/{CONFIG_ISO}");
+    let sites: Vec<String> = found
+        .iter()
+        .filter_map(|(n, _)| n.strip_prefix(&prefix)?.strip_suffix(&suffix))
+        .map(str::to_string)
+        .collect();
+    if sites.is_empty() {
+        bail!(
+            "--one-shot: no built site in {} ({SITES_DIR}/<site>/{CONFIG_ISO}): build them with `ibi create config-image --sites`",
+            dir.display()
+        );
+    }
+    warn!(
+        "--one-shot: serving {} site(s)' one-shot installation ISOs: each carries its site's private keys and pull secret, behind its own URL",
+        sites.len()
+    );
+    for site in sites {
+        found.push((
+            format!("{SITES_DIR}/{site}/{INSTALLATION_ISO}"),
+            Source::Host {
+                of: Box::new(of.clone()),
+                token: None,
+                site: Some(dir.join(SITES_DIR).join(&site)),
+            },
+        ));
+    }
+    Ok(())
 }
 
 /// `rhcos-ibi.iso` as a file or as a patch (`create image --patch-only`); with both, the newer.
@@ -388,6 +437,7 @@ mod tests {
             name: name.into(),
             of: of.into(),
             host: None,
+            site: None,
         };
         let got = select(
             d.path(),

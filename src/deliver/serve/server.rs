@@ -68,6 +68,8 @@ pub struct ServeOptions {
     /// The base URL BMCs reach the server at; default `scheme://listen`.
     pub public_url: Option<Url>,
     pub rotate_tokens: bool,
+    /// Also every built site's one-shot installation ISO, streamed over the installation ISO.
+    pub one_shot: bool,
     /// Serve only these images (`ibi deploy`); `None`: everything under `dir`.
     pub selection: Option<Selection>,
 }
@@ -240,6 +242,9 @@ pub fn prepare(opts: &ServeOptions) -> Result<Prepared> {
     let public = public_base(opts.public_url.as_ref(), address, plain)?;
     let (acceptor, certificate) = setup_tls(opts, address, &public)?;
     let mut found = super::catalog::discover(&opts.dir)?;
+    if opts.one_shot {
+        super::catalog::add_one_shot(&opts.dir, &mut found)?;
+    }
     if let Some(sel) = &opts.selection {
         found = super::catalog::select(&opts.dir, found, &sel.aliases)?;
     }

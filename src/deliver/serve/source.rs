@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use openssl::sha::Sha256;
 
+use crate::contract::config_iso::ISO_FILE_NAME;
 use crate::install_image::per_host;
+use crate::install_image::site_tree::read_site_tree;
 use crate::install_image::variant::{BaseIso, Recipe, hash_base_and_patched, load_recipe};
 use crate::util::digest::hex;
 use crate::util::file_version::FileVersion;
@@ -24,11 +26,14 @@ pub enum Source {
     File(PathBuf),
     /// The path of the patch file.
     Variant(PathBuf),
-    /// The installation ISO `of` with its report settings carrying this host's own report token
-    /// (`install_image::per_host`): one patch more, computed once per version of `of`.
+    /// The installation ISO `of` made one host's own (`install_image::per_host`): its report settings
+    /// carrying the host's own report token, and for a one-shot install the configuration tree of
+    /// the site directory `site` (read from its configuration ISO). One patch more, computed once
+    /// per version of `of` and of the site's configuration ISO.
     Host {
         of: Box<Source>,
-        token: Secret,
+        token: Option<Secret>,
+        site: Option<PathBuf>,
     },
 }
 
@@ -75,7 +80,8 @@ type Slot<T> = Arc<Mutex<Option<T>>>;
 pub struct Cache {
     hashes: Mutex<HashMap<PathBuf, (FileVersion, Slot<String>)>>,
     recipes: Mutex<HashMap<PathBuf, (FileVersion, Arc<Recipe>)>>,
-    /// Hosts' variants, by the digest of the host's token, with the ISO version they were made from.
+    /// Hosts' variants, by the digest of the host's token and site, with the versions of the ISO and
+    /// of the site's configuration ISO they were made from.
     hosts: Mutex<HashMap<String, (String, Arc<Recipe>)>>,
 }
 
@@ -135,24 +141,46 @@ pub fn open(source: &Source, cache: &Cache) -> Result<Opened, OpenError> {
             })
         }
         Source::Variant(path) => open_variant(path, cache),
-        Source::Host { of, token } => open_host(of, token, cache),
+        Source::Host { of, token, site } => open_host(of, token.as_ref(), site.as_deref(), cache),
     }
 }
 
 /// A host's variant: `of` opened as usual, then its patches with the host's Ignition patch in place
 /// of the fleet's. Made at the first request per version of `of` (a decode and an xz of a few KiB).
-fn open_host(of: &Source, token: &Secret, cache: &Cache) -> Result<Opened, OpenError> {
+fn open_host(
+    of: &Source,
+    token: Option<&Secret>,
+    site: Option<&Path>,
+    cache: &Cache,
+) -> Result<Opened, OpenError> {
     let inner = open(of, cache)?;
-    let key = hex(&openssl::sha::sha256(token.expose_str().as_bytes()));
+    let mut key = Sha256::new();
+    key.update(token.map_or(&b""[..], |t| t.expose_str().as_bytes()));
+    key.update(b"\0");
+    key.update(site.map_or(&b""[..], |s| s.as_os_str().as_encoded_bytes()));
+    let key = hex(&key.finish());
+    // The site's configuration ISO is part of what the variant is made from: a rebuild of it is a
+    // new variant.
+    let made_from = match site {
+        None => inner.etag.clone(),
+        Some(dir) => {
+            let iso = dir.join(ISO_FILE_NAME);
+            let meta = std::fs::metadata(&iso).map_err(|err| match err.kind() {
+                io::ErrorKind::NotFound => OpenError::Missing(iso.display().to_string()),
+                _ => io_err(&iso, err),
+            })?;
+            format!("{} {:?}", inner.etag, FileVersion::of(&meta))
+        }
+    };
     let kept = lock(&cache.hosts)
         .get(&key)
-        .filter(|(v, _)| *v == inner.etag)
+        .filter(|(v, _)| *v == made_from)
         .map(|(_, r)| r.clone());
     let recipe = match kept {
         Some(r) => r,
         None => {
-            let r = Arc::new(host_recipe(of, &inner, token)?);
-            lock(&cache.hosts).insert(key, (inner.etag.clone(), r.clone()));
+            let r = Arc::new(host_recipe(of, &inner, token, site)?);
+            lock(&cache.hosts).insert(key, (made_from, r.clone()));
             r
         }
     };
@@ -166,7 +194,12 @@ fn open_host(of: &Source, token: &Secret, cache: &Cache) -> Result<Opened, OpenE
     })
 }
 
-fn host_recipe(of: &Source, inner: &Opened, token: &Secret) -> Result<Recipe, OpenError> {
+fn host_recipe(
+    of: &Source,
+    inner: &Opened,
+    token: Option<&Secret>,
+    site: Option<&Path>,
+) -> Result<Recipe, OpenError> {
     let fleet_patches = inner.recipe.as_ref().map_or(&[][..], |r| &r.patches[..]);
     let failed = |e: anyhow::Error| {
         OpenError::Stale(format!(
@@ -174,8 +207,9 @@ fn host_recipe(of: &Source, inner: &Opened, token: &Secret) -> Result<Recipe, Op
             of.path().display()
         ))
     };
+    let tree = site.map(read_site_tree).transpose().map_err(failed)?;
     let embedded = per_host::read(&inner.file, fleet_patches).map_err(failed)?;
-    let patch = embedded.patch_for(token).map_err(failed)?;
+    let patch = embedded.patch_for(token, tree.as_ref()).map_err(failed)?;
     let mut tag = Sha256::new();
     tag.update(inner.etag.as_bytes());
     tag.update(&patch.offset.to_be_bytes());

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::contract::agent_status::RunState;
 use crate::contract::host_report::ReportingAgent;
-use crate::deliver::deploy::LOCK_FILE;
+use crate::deliver::deploy::{LOCK_FILE, STEP_BOOT_DISK, STEP_WAIT_REPORT};
 use crate::deliver::deploy_state::{
     DEPLOY_STATE_DIR, DamagedRecord, Phase, PhaseRecord, SiteDeployState, load_all_checked,
 };
@@ -67,8 +67,12 @@ pub struct HostStatus {
     /// `None`: nothing heard of it (pending; or, with the site phase under way, done without
     /// deploy and without a report).
     pub factory: Option<PhaseStatus>,
-    /// `None`: deploy has not begun it.
+    /// `None`: deploy has not begun it. One-shot: deploy's record once the install is done (its
+    /// disk boot and watch).
     pub site_phase: Option<PhaseStatus>,
+    /// Installed one-shot (`deploy --phase oneshot`): `factory` is its install, `site_phase` the rest.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub oneshot: bool,
     /// Deploy's record of the site is damaged: both phases are unknown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub damaged: Option<Damage>,
@@ -80,7 +84,9 @@ pub struct HostStatus {
 impl HostStatus {
     /// The phase under way: the site phase once deploy began it.
     pub fn phase(&self) -> Phase {
-        if self.site_phase.is_some() {
+        if self.oneshot {
+            Phase::Oneshot
+        } else if self.site_phase.is_some() {
             Phase::Site
         } else {
             Phase::Factory
@@ -257,6 +263,13 @@ fn speaking(reports: &[StoredReport], since: Option<u64>) -> Option<&StoredRepor
 fn site_row(state: &SiteDeployState, reports: &[StoredReport]) -> HostStatus {
     let bmc = state.bmc.as_ref();
     let factory = state.phases.get(&Phase::Factory);
+    let oneshot = state
+        .phases
+        .get(&Phase::Oneshot)
+        .filter(|o| factory.is_none_or(|f| o.started >= f.started));
+    if let Some(rec) = oneshot {
+        return oneshot_row(state, rec, reports);
+    }
     let report = speaking(reports, factory.map(|r| r.started));
     let row = identity(reports);
     HostStatus {
@@ -265,6 +278,41 @@ fn site_row(state: &SiteDeployState, reports: &[StoredReport]) -> HostStatus {
         system: bmc.and_then(|b| b.uuid.clone()).or(row.system),
         factory: factory_status(factory, report),
         site_phase: state.phases.get(&Phase::Site).map(deploy_view),
+        logs: report.map(|r| r.report.logs.clone()).unwrap_or_default(),
+        ..row
+    }
+}
+
+/// A one-shot install: the install as the factory phase shows it (deploy's record and the host's
+/// reports) until deploy boots the disk, then deploy's record as the site phase's.
+fn oneshot_row(state: &SiteDeployState, rec: &PhaseRecord, reports: &[StoredReport]) -> HostStatus {
+    let bmc = state.bmc.as_ref();
+    let report = speaking(reports, Some(rec.started));
+    let row = identity(reports);
+    let installed = rec.disk_booted.is_some() || rec.step == STEP_BOOT_DISK;
+    let (factory, site_phase) = match installed {
+        false => (factory_status(Some(rec), report), None),
+        // Deploy took the install as done (its end report, or the host's power off).
+        true => (
+            report.map(host_view).or_else(|| {
+                Some(PhaseStatus {
+                    state: RunState::Done,
+                    step: STEP_WAIT_REPORT.to_string(),
+                    updated: rec.booted.unwrap_or(rec.started),
+                    error: None,
+                    host_step: None,
+                })
+            }),
+            Some(deploy_view(rec)),
+        ),
+    };
+    HostStatus {
+        site: Some(state.site.clone()),
+        bmc: bmc.map(|b| b.address.clone()),
+        system: bmc.and_then(|b| b.uuid.clone()).or(row.system),
+        factory,
+        site_phase,
+        oneshot: true,
         logs: report.map(|r| r.report.logs.clone()).unwrap_or_default(),
         ..row
     }
@@ -304,6 +352,7 @@ fn identity(reports: &[StoredReport]) -> HostStatus {
         agent: last.map(|r| r.agent),
         factory: None,
         site_phase: None,
+        oneshot: false,
         damaged: None,
         logs: Vec::new(),
     }

@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use super::super::site_tree::SiteTree;
 use super::host_agent::{FETCH_IBI_SCRIPT, FETCH_IBI_SCRIPT_PATH, ibi_agent_unit};
-use super::one_shot::{USER_POST_SCRIPT_PATH, add_site_tree, lca_post_script};
+use super::one_shot::carry_site;
 use super::registries::registries_conf;
 use super::status_report::{
     StatusReportInputs, add_failure_dropin, report_config_file, report_script_file, report_units,
@@ -51,7 +51,7 @@ pub const REGISTRIES_CONF_PATH: &str = "/etc/containers/registries.conf";
 /// Picked up by the live ISO's CA trust (update-ca-trust) for registry TLS.
 pub const TRUST_BUNDLE_PATH: &str = "/etc/pki/ca-trust/source/anchors/additional-trust-bundle.pem";
 /// `ExecStart=` of [`INSTALL_UNIT`]; relabelled `install_exec_t` by its `ExecStartPre=`.
-pub const INSTALL_SCRIPT_PATH: &str = "/usr/local/bin/install-rhcos-and-restore-seed.sh";
+pub use crate::contract::ibi_configuration::INSTALL_SCRIPT_PATH;
 /// Applied with `nmstatectl apply` by [`NETWORK_CONFIG_UNIT`].
 pub const NETWORK_CONFIG_PATH: &str = "/var/tmp/network-config.yaml";
 /// The oneshot unit that runs [`INSTALL_SCRIPT_PATH`]; always enabled.
@@ -65,8 +65,7 @@ pub const SCRIPT_MODE: u32 = 0o555;
 pub const PRIVATE_MODE: u32 = 0o600;
 /// registries.conf is world-readable, as podman run by any user reads it.
 pub const REGISTRIES_CONF_MODE: u32 = 0o644;
-/// post.sh needs the exec bit: lca-cli runs it as `bash -c var/tmp/post.sh`, i.e. executes the path.
-pub const POST_SCRIPT_MODE: u32 = 0o755;
+pub use crate::contract::ibi_configuration::POST_SCRIPT_MODE;
 
 /// The live ISO's install script, written for ibi from the behaviour the reference documents
 /// (openshift-installer-ibi.md §3.3): same inputs (`$1` or `SEED_IMAGE`, `PULL_SECRET_FILE`,
@@ -174,12 +173,7 @@ pub fn build_installation_ignition(i: &InstallationIgnitionInputs) -> Result<Con
         replace_or_append(&mut config.storage.files, file);
     }
     if let Some(tree) = &i.site {
-        if i.host_agent_image.is_none() {
-            let script = lca_post_script(&i.seed_version);
-            let file = File::from_bytes(POST_SCRIPT_PATH, POST_SCRIPT_MODE, script.as_bytes());
-            replace_or_append(&mut config.storage.files, file);
-        }
-        add_site_tree(&mut config, tree);
+        carry_site(&mut config, tree)?;
     }
     for unit in units(i)? {
         add_unit(&mut config.systemd.units, unit);
@@ -260,12 +254,8 @@ fn base_config(i: &InstallationIgnitionInputs) -> Config {
         files.push(File::from_bytes(TRUST_BUNDLE_PATH, PRIVATE_MODE, pem));
     }
     if let Some(post) = &i.post_sh {
-        // A one-shot ISO with lca-cli: ibi's post.sh takes the path and runs the user's from here.
-        let path = match (&i.site, &i.host_agent_image) {
-            (Some(_), None) => USER_POST_SCRIPT_PATH,
-            _ => POST_SCRIPT_PATH,
-        };
-        files.push(File::from_bytes(path, POST_SCRIPT_MODE, post));
+        // A one-shot ISO with lca-cli moves it aside for ibi's (`one_shot::carry_site`).
+        files.push(File::from_bytes(POST_SCRIPT_PATH, POST_SCRIPT_MODE, post));
     }
     c
 }

@@ -12,12 +12,18 @@
 //! tree is written, from the same working directory, its exit status lca-cli's.
 //! `hostAgent: ibi` needs no script: `ibi agent install` has its own step (`write-site-config`).
 
+use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use super::super::site_tree::SiteTree;
+use super::host_agent::FETCH_IBI_SCRIPT_PATH;
+use crate::config::{ONE_SHOT_SINCE, parse_minor_version};
 use crate::contract::config_iso::{LIVE_SITE_TREE, MANIFEST_PATH, MANIFESTS_DIR, STATEROOT_TARGET};
-use crate::contract::ibi_configuration::stateroot_name;
-use crate::ignition::types::Config;
+use crate::contract::ibi_configuration::{
+    IBI_CONFIGURATION_PATH, INSTALL_SCRIPT_PATH, POST_SCRIPT_MODE, POST_SCRIPT_PATH, stateroot_name,
+};
+use crate::ignition::types::{Config, File};
+use crate::util::text::escape_control;
 
 /// The user's own `post.sh` on a one-shot ISO with `hostAgent: lca`: ibi's script runs it.
 pub const USER_POST_SCRIPT_PATH: &str = "/var/tmp/ibi-user-post.sh";
@@ -69,6 +75,82 @@ if [ -e "$user_script" ]; then
 fi
 "#
     )
+}
+
+/// Makes an installation ISO's Ignition config (as `create image` built it, without `--site`) the
+/// one-shot config of `tree`'s site: what `create image --site` builds, and what `ibi serve`/`deploy`
+/// lay over the one base ISO per site. The host agent and the seed version are read from the config
+/// itself (lca-cli's install script or ibi's fetch script; `ibi-configuration.json`'s `seedVersion`).
+/// With lca-cli the user's `post.sh`, if any, moves to [`USER_POST_SCRIPT_PATH`] and ibi's takes its
+/// path. Refused: a config that already carries a site's tree, a seed before
+/// [`ONE_SHOT_SINCE`], a config that is not an ibi installation config.
+pub fn carry_site(config: &mut Config, tree: &SiteTree) -> Result<()> {
+    let under_tree = format!("{LIVE_SITE_TREE}/");
+    if config
+        .storage
+        .files
+        .iter()
+        .any(|f| f.path.starts_with(&under_tree))
+    {
+        bail!(
+            "the installation ISO already carries a site's configuration (built with --site): one-shot variants are made from the fleet's ISO"
+        );
+    }
+    let has = |path: &str| config.storage.files.iter().any(|f| f.path == path);
+    let lca = match (has(INSTALL_SCRIPT_PATH), has(FETCH_IBI_SCRIPT_PATH)) {
+        (true, false) => true,
+        (false, true) => false,
+        _ => bail!(
+            "the installation ISO's Ignition config has neither lca-cli's install script nor ibi's agent: not an ISO `ibi create image` built"
+        ),
+    };
+    let seed_version = seed_version(config)?;
+    match parse_minor_version(&seed_version) {
+        Some(v) if v >= ONE_SHOT_SINCE => {}
+        _ => bail!(
+            "seedVersion {:?} is not {ONE_SHOT_SINCE} or later, the first lifecycle-agent whose post-pivot \
+             takes a pre-placed /opt/openshift/cluster-configuration",
+            escape_control(&seed_version),
+        ),
+    }
+    if lca {
+        if let Some(user) = config
+            .storage
+            .files
+            .iter_mut()
+            .find(|f| f.path == POST_SCRIPT_PATH)
+        {
+            user.path = USER_POST_SCRIPT_PATH.to_string();
+        }
+        let script = lca_post_script(&seed_version);
+        config.storage.files.push(File::from_bytes(
+            POST_SCRIPT_PATH,
+            POST_SCRIPT_MODE,
+            script.as_bytes(),
+        ));
+    }
+    add_site_tree(config, tree);
+    Ok(())
+}
+
+/// `seedVersion` of the config's `ibi-configuration.json`.
+fn seed_version(config: &Config) -> Result<String> {
+    let file = config
+        .storage
+        .files
+        .iter()
+        .find(|f| f.path == IBI_CONFIGURATION_PATH)
+        .with_context(|| format!("the installation ISO carries no {IBI_CONFIGURATION_PATH}"))?;
+    let data = file
+        .data()
+        .with_context(|| format!("{IBI_CONFIGURATION_PATH} is not an inline data URL"))?;
+    let value: Value = serde_json::from_slice(&data)
+        .map_err(|e| anyhow::anyhow!("{IBI_CONFIGURATION_PATH} is not JSON (line {})", e.line()))?;
+    value
+        .get("seedVersion")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .with_context(|| format!("{IBI_CONFIGURATION_PATH} has no seedVersion"))
 }
 
 /// Adds the tree's files and directories to `config`; they win over an override's entries of the

@@ -254,3 +254,47 @@ fn an_override_directory_of_the_same_path_is_replaced() {
     assert_eq!(paths.iter().filter(|p| **p == LIVE_SITE_TREE).count(), 1);
     assert_eq!(dirs[1]["mode"], 0o700);
 }
+
+/// What `ibi serve`/`deploy` lay over the fleet's ISO per site is what `create image --site` builds:
+/// the fleet's config (built without `--site`) made one-shot afterwards equals the one built with it,
+/// for both host agents.
+#[test]
+fn carrying_a_site_over_the_fleets_config_equals_building_with_site() {
+    for agent in [None, Some("quay.io/x/ibi:1")] {
+        let with_site = build_installation_ignition(&inputs(Some("#!/bin/bash\n"), agent)).unwrap();
+        let fleet = InstallationIgnitionInputs {
+            site: None,
+            ..inputs(Some("#!/bin/bash\n"), agent)
+        };
+        let mut streamed = build_installation_ignition(&fleet).unwrap();
+        carry_site(&mut streamed, &tree()).unwrap();
+        assert_eq!(
+            serde_json::to_string(&streamed).unwrap(),
+            serde_json::to_string(&with_site).unwrap(),
+            "host agent {agent:?}"
+        );
+    }
+}
+
+#[test]
+fn a_site_is_carried_once_and_only_over_a_seed_of_4_16_or_later() {
+    let mut twice = build_installation_ignition(&inputs(None, None)).unwrap();
+    let err = format!("{:#}", carry_site(&mut twice, &tree()).unwrap_err());
+    assert!(
+        err.contains("already carries a site's configuration"),
+        "{err}"
+    );
+    let old = InstallationIgnitionInputs {
+        site: None,
+        seed_version: "4.15.3".into(),
+        ..inputs(None, None)
+    };
+    let mut config = build_installation_ignition(&old).unwrap();
+    let before = config.clone();
+    let err = format!("{:#}", carry_site(&mut config, &tree()).unwrap_err());
+    assert!(err.contains("seedVersion \"4.15.3\" is not 4.16"), "{err}");
+    assert_eq!(config, before, "refused before any change");
+    let mut foreign = Config::default();
+    let err = format!("{:#}", carry_site(&mut foreign, &tree()).unwrap_err());
+    assert!(err.contains("not an ISO `ibi create image` built"), "{err}");
+}
