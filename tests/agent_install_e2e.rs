@@ -8,6 +8,7 @@
 //! run must thaw and take them over, find the state on the disk (the live system's copy was
 //! moved there), skip the finished steps — the disk is written once — and finish; a third run does
 //! nothing. Then the disk is checked with tools other than ibi (`common::agent::check_target`).
+//! A one-shot site tree is killed inside its copy (`write-site-config`) and written whole on resume.
 //!
 //! Stand-in: `coreos-installer install` (see `common_agent`). Needs root, loop devices and the tools
 //! there; without them: `SKIP`, a failure under `CI`.
@@ -173,6 +174,119 @@ fn agent_install_vfs_on_a_loop_disk_with_kill_and_resume() {
 /// The disk is never wiped while it holds another configuration's interrupted install or has a
 /// filesystem mounted: each run stops with an error naming the state or the mount (and `--fresh`), and
 /// writes nothing; the interrupted install then resumes with its own configuration.
+/// A one-shot site tree, killed inside `write-site-config` (issue 25): the tree carries a large extra
+/// manifest so that its copy takes long enough to be caught; the agent's process group is killed as
+/// soon as the staging directory beside the target holds bytes. What the kill leaves must never be
+/// taken as complete by post-pivot (no `opt/openshift`, only the staging directory); the next run,
+/// in place with the killed run's mounts as they are, removes the staging directory, writes the
+/// tree whole and finishes; the disk's `/opt/openshift` is the tree byte for byte.
+#[test]
+fn agent_install_killed_inside_write_site_config_writes_the_tree_whole_on_resume() {
+    let Some(env) = Env::setup(TEST) else { return };
+    let driver = field_driver(TEST);
+    let t = env.target("site-kill", driver, "true");
+    let site_tree = common::agent::place_site_tree(&t);
+    // 160 MiB of text: the copy (and its fsync) takes a while on a loop disk.
+    let line = b"# filler of a large extra manifest, copied by write-site-config\n";
+    let big: Vec<u8> = line.iter().copied().cycle().take(160 << 20).collect();
+    let large = site_tree.join("extra-manifests/large.yaml");
+    fs::write(&large, &big).unwrap();
+    fs::set_permissions(&large, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+
+    let log = t.path("killed-run.log");
+    let mut child = t.spawn(&[], &log);
+    let started = Instant::now();
+    let opt = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "the run ended ({status}) before its copy of the site's tree was caught: {}",
+                fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        assert!(
+            started.elapsed() < RUN_LIMIT,
+            "write-site-config not reached: {}",
+            fs::read_to_string(&log).unwrap_or_default()
+        );
+        if let Some(opt) = staging_with_bytes(&t) {
+            t.kill_group(&child);
+            let _ = child.wait();
+            break opt;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let st = t.status();
+    assert_eq!(
+        (&st["step"], &st["state"]),
+        (&"write-site-config".into(), &"running".into()),
+        "{st}"
+    );
+    // Post-pivot takes an existing cluster-configuration as complete: the kill left none, only the
+    // staging directory.
+    let left: Vec<String> = fs::read_dir(&opt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!opt.join("openshift").exists(), "{left:?}");
+    assert!(
+        left.iter().any(|n| n.starts_with("openshift.tmp-")),
+        "{left:?}"
+    );
+
+    let out = t.run_agent(&[]);
+    let log = log_of(&out);
+    assert!(out.status.success(), "the resumed run: {log}");
+    assert!(log.contains("site configuration written"), "{log}");
+    check_nothing_left(&t);
+    let report = check_target(&env, &t);
+    let want = shape(common::agent::tree_manifest(&site_tree), "opt/openshift/");
+    let all = shape(report.var.clone(), "");
+    let got: Vec<&String> = all
+        .iter()
+        .filter(|l| l.starts_with("opt/openshift/"))
+        .collect();
+    assert_eq!(got, want.iter().collect::<Vec<_>>(), "the tree, whole");
+    let beside: Vec<&String> = all
+        .iter()
+        .filter(|l| l.starts_with("opt/openshift.") || l.starts_with("opt/openshift "))
+        .collect();
+    assert_eq!(
+        beside,
+        ["opt/openshift d 700"],
+        "no staging directory left beside it"
+    );
+}
+
+/// `var/opt` of the stateroot under the agent's sysroot mount, once a staging directory there holds
+/// a file with bytes.
+fn staging_with_bytes(t: &Target) -> Option<std::path::PathBuf> {
+    let deploy = t.path("mnt/ostree/deploy");
+    for stateroot in fs::read_dir(&deploy).ok()? {
+        let opt = stateroot.ok()?.path().join("var/opt");
+        let Ok(entries) = fs::read_dir(&opt) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("openshift.tmp-") && has_bytes(&e.path()) {
+                return Some(opt);
+            }
+        }
+    }
+    None
+}
+
+fn has_bytes(dir: &std::path::Path) -> bool {
+    fs::read_dir(dir).into_iter().flatten().flatten().any(|e| {
+        let p = e.path();
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => has_bytes(&p),
+            Ok(m) => m.len() > 0,
+            Err(_) => false,
+        }
+    })
+}
+
 #[test]
 fn agent_install_refuses_a_disk_in_use_or_holding_another_install() {
     let Some(env) = Env::setup(TEST) else { return };
