@@ -257,6 +257,164 @@ fn agent_install_killed_inside_write_site_config_writes_the_tree_whole_on_resume
     );
 }
 
+/// A one-shot site whose configuration was too large for the ISO (issue 25): the live system holds
+/// only the fetch settings (`/var/tmp/ibi-site-fetch.json`: the configuration ISO's size and SHA-256)
+/// and the report settings (`statusURL`, the host's own token). `ibi agent install` fetches the ISO
+/// from a stand-in for `ibi serve` on 127.0.0.1 (plain HTTP; it answers the ISO only to the host's
+/// token and takes the reports), checks it, and writes its tree into the stateroot: the disk's
+/// `/opt/openshift` holds the files of the ISO `ibi create config-image` built, as xorriso reads them.
+#[test]
+fn agent_install_fetches_a_site_configuration_the_iso_could_not_carry() {
+    if !common::tool("xorriso", TEST) {
+        return;
+    }
+    let Some(env) = Env::setup(TEST) else { return };
+    let t = env.target("site-fetch", field_driver(TEST), "true");
+    let site = common::copy_example();
+    common::assert_ok(&common::config_image(site.path(), &[]));
+    let iso = fs::read(site.path().join("imagebasedconfig.iso")).unwrap();
+    let token = "0123456789abcdef0123456789abcdef";
+    let server = StandInServer::start(iso.clone(), token);
+    let tmp = t.path("live/var/tmp");
+    let sha: String = openssl::sha::sha256(&iso)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    fs::write(
+        tmp.join("ibi-site-fetch.json"),
+        serde_json::json!({"size": iso.len(), "sha256": sha}).to_string(),
+    )
+    .unwrap();
+    fs::write(
+        tmp.join("ibi-report.json"),
+        serde_json::json!({"url": server.url, "token": token, "attempts": 3, "delaySeconds": 1})
+            .to_string(),
+    )
+    .unwrap();
+
+    let out = t.run_agent(&[]);
+    let log = log_of(&out);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("site configuration ISO fetched"), "{log}");
+    let asked = server.stop();
+    assert_eq!(
+        asked
+            .iter()
+            .filter(|l| l.starts_with("GET /site-configuration"))
+            .count(),
+        1,
+        "{asked:?}"
+    );
+    check_nothing_left(&t);
+    let report = check_target(&env, &t);
+    let extracted = tempfile::tempdir().unwrap();
+    let x = std::process::Command::new("xorriso")
+        .args(["-osirrox", "on", "-indev"])
+        .arg(site.path().join("imagebasedconfig.iso"))
+        .args(["-extract", "/"])
+        .arg(extracted.path())
+        .output()
+        .unwrap();
+    assert!(x.status.success(), "{}", String::from_utf8_lossy(&x.stderr));
+    // Path, kind, size and SHA-256 (the modes are the agent's, not the ISO's).
+    let cut = |l: &String| l.split(' ').take(4).collect::<Vec<_>>().join(" ");
+    let want: Vec<String> = shape(
+        common::agent::tree_manifest(extracted.path()),
+        "opt/openshift/",
+    )
+    .iter()
+    .map(cut)
+    .collect();
+    let got: Vec<String> = shape(report.var.clone(), "")
+        .iter()
+        .filter(|l| l.starts_with("opt/openshift/"))
+        .map(cut)
+        .collect();
+    assert_eq!(got, want);
+}
+
+/// A stand-in for `ibi serve` on 127.0.0.1, plain HTTP: `GET /site-configuration` with `Bearer
+/// TOKEN` answers the ISO (403 with another token), `POST /reports` 204; the request lines are kept.
+struct StandInServer {
+    url: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl StandInServer {
+    fn start(iso: Vec<u8>, token: &'static str) -> StandInServer {
+        use std::io::{BufRead, BufReader, Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut asked = Vec::new();
+            while !stopped.load(Ordering::SeqCst) {
+                let Ok((stream, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                stream.set_nonblocking(false).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(10)))
+                    .unwrap();
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut first = String::new();
+                if reader.read_line(&mut first).is_err() {
+                    continue;
+                }
+                let (mut length, mut auth) = (0usize, String::new());
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    let lower = line.to_ascii_lowercase();
+                    if let Some(v) = lower.strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                    if lower.starts_with("authorization:") {
+                        auth = line.trim().to_string();
+                    }
+                }
+                let mut body = vec![0u8; length];
+                let _ = reader.read_exact(&mut body);
+                asked.push(first.trim().to_string());
+                let (status, answer) = if first.starts_with("GET /site-configuration ") {
+                    if auth == format!("authorization: Bearer {token}")
+                        || auth == format!("Authorization: Bearer {token}")
+                    {
+                        (200, iso.clone())
+                    } else {
+                        (403, Vec::new())
+                    }
+                } else if first.starts_with("POST /reports ") {
+                    (204, Vec::new())
+                } else {
+                    (404, Vec::new())
+                };
+                let mut out = stream;
+                let _ = write!(
+                    out,
+                    "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    answer.len()
+                );
+                let _ = out.write_all(&answer);
+            }
+            asked
+        });
+        StandInServer { url, stop, thread }
+    }
+
+    fn stop(self) -> Vec<String> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.join().unwrap()
+    }
+}
+
 /// `var/opt` of the stateroot under the agent's sysroot mount, once a staging directory there holds
 /// a file with bytes.
 fn staging_with_bytes(t: &Target) -> Option<std::path::PathBuf> {

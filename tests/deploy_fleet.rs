@@ -603,97 +603,13 @@ fn a_oneshot_deploy_serves_the_sites_own_iso_boots_the_disk_and_resumes_its_watc
     if !common::tool("xorriso", TEST) {
         return;
     }
-    let emu = Emulator::start_with_uuid(&bin, UUIDS[0]);
-    let (base, names) = example_fleet_base(&[(&emu, None)]);
-    let (b, name) = (base.path(), names[0].clone());
-    let inventory = b.join("sites.yaml");
-    example_install(b);
-    let cfg = b.join("image-based-installation-config.yaml");
-    let text = std::fs::read_to_string(&cfg).unwrap() + "shutdown: true\n";
-    std::fs::write(&cfg, text).unwrap();
-    let dir = b.to_str().unwrap();
-    let base_iso = synthetic_base();
-    ok(
-        &ibi_env(
-            &[
-                "create",
-                "image",
-                "--dir",
-                dir,
-                "--base-iso",
-                base_iso.to_str().unwrap(),
-            ],
-            &[],
-        ),
-        "ibi create image",
-    );
-    ok(
-        &ibi_env(
-            &[
-                "create",
-                "config-image",
-                "--dir",
-                dir,
-                "--sites",
-                inventory.to_str().unwrap(),
-            ],
-            &[],
-        ),
-        "ibi create config-image --sites",
-    );
-    let site_dir = b.join("sites").join(&name);
-    let site = BuiltSite::read(&site_dir);
-    let api = StandIn::start(&site.cluster_tls(), site.seed_state());
-    site.point_at(&api.url());
-
-    let work = tempfile::tempdir().unwrap();
-    let tls = test_tls(work.path());
-    let port = free_port();
-    let spawn = |phase: &str, run: &str| {
-        spawn_deploy(
-            &DeployRun {
-                base: b,
-                inventory: &inventory,
-                phase,
-                port,
-                tls: &tls,
-                out: work.path(),
-            },
-            run,
-            &[
-                "--poll",
-                "1",
-                "--report-timeout",
-                "120",
-                "--watch-timeout",
-                "120",
-                "--bmc-timeout",
-                "120",
-            ],
-        )
-    };
-    let read = |s: &str| std::fs::read_to_string(work.path().join(s)).unwrap_or_default();
-    let record = || -> Option<Value> {
-        serde_json::from_slice(&std::fs::read(b.join(format!(".ibi/deploy/{name}.json"))).ok()?)
-            .ok()
-    };
-    let step = || record().and_then(|r| r["phases"]["oneshot"]["step"].as_str().map(String::from));
-    let wait_step = |deploy: &mut std::process::Child, want: &str| {
-        let deadline = Instant::now() + PHASE_WAIT;
-        while step().as_deref() != Some(want) {
-            assert!(
-                Instant::now() < deadline,
-                "site {name} never reached {want}: {}",
-                read("run1.stderr")
-            );
-            assert!(
-                deploy.try_wait().unwrap().is_none(),
-                "deploy ended early: {}",
-                read("run1.stderr")
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    };
+    let rig = OneShotRig::new(&bin, |_| "shutdown: true\n".into(), |_| {});
+    let (emu, b, name, dir) = (&rig.emu, rig.base.path(), rig.name.clone(), rig.dir());
+    let (site_dir, site, api, work) = (&rig.site_dir, &rig.site, &rig.api, rig.work.path());
+    let spawn = |phase: &str, run: &str| rig.spawn(phase, run);
+    let read = |s: &str| rig.read(s);
+    let record = || rig.record();
+    let wait_step = |deploy: &mut std::process::Child, want: &str| rig.wait_step(deploy, want);
 
     let mut run1 = spawn("oneshot", "run1");
     wait_step(&mut run1, "wait-report");
@@ -701,15 +617,11 @@ fn a_oneshot_deploy_serves_the_sites_own_iso_boots_the_disk_and_resumes_its_watc
     assert_eq!(emu.system()["PowerState"], "On");
     assert_eq!(emu.system()["Boot"]["BootSourceOverrideTarget"], "Cd");
     assert_eq!(emu.cd()["Inserted"], true);
-    let reset = format!(
-        "/redfish/v1/Systems/{}/Actions/ComputerSystem.Reset",
-        emu.uuid
-    );
     // What the BMC downloaded (the emulator drops it at the eject).
-    let kept = work.path().join("downloaded.iso");
+    let kept = work.join("downloaded.iso");
     std::fs::copy(emu.downloaded("rhcos-ibi.iso").expect("downloaded"), &kept).unwrap();
     // The installed host powers off (`shutdown: true`).
-    assert!(emu.post(&reset, &serde_json::json!({"ResetType": "ForceOff"})));
+    rig.power_off();
     wait_step(&mut run1, "watch");
     let rec = record().unwrap();
     assert!(
@@ -777,7 +689,7 @@ fn a_oneshot_deploy_serves_the_sites_own_iso_boots_the_disk_and_resumes_its_watc
     assert!(access.contains(&line), "{line} not in:\n{access}");
 
     // Run 2, once the cluster is ready: only watched, never booted again.
-    let before = requests(&emu);
+    let before = requests(emu);
     api.set(|c| *c = site.ready());
     let mut run2 = spawn("oneshot", "run2");
     let status = wait_exit(&mut run2);
@@ -788,7 +700,7 @@ fn a_oneshot_deploy_serves_the_sites_own_iso_boots_the_disk_and_resumes_its_watc
         stderr2.contains(&format!("site {name}: watch: resumed")),
         "{stderr2}"
     );
-    let new = requests(&emu)[before.len()..].to_string();
+    let new = requests(emu)[before.len()..].to_string();
     assert!(
         !new.contains("InsertMedia") && !new.contains("ComputerSystem.Reset"),
         "booted again: {new}"
@@ -798,7 +710,7 @@ fn a_oneshot_deploy_serves_the_sites_own_iso_boots_the_disk_and_resumes_its_watc
     assert!(api.count("/readyz") > 0, "the cluster was not watched");
 
     // The site was installed one-shot: the factory phase would install it again.
-    let before = requests(&emu);
+    let before = requests(emu);
     let mut run3 = spawn("factory", "run3");
     let status = wait_exit(&mut run3);
     assert_eq!(status.code(), Some(1));
@@ -807,7 +719,7 @@ fn a_oneshot_deploy_serves_the_sites_own_iso_boots_the_disk_and_resumes_its_watc
         out3.contains("deploy ran its oneshot phase before"),
         "{out3}"
     );
-    let new = requests(&emu)[before.len()..].to_string();
+    let new = requests(emu)[before.len()..].to_string();
     assert!(
         !new.contains("InsertMedia") && !new.contains("ComputerSystem.Reset"),
         "touched: {new}"
@@ -826,6 +738,268 @@ fn a_oneshot_deploy_serves_the_sites_own_iso_boots_the_disk_and_resumes_its_watc
         "ibi status --json",
     );
     assert!(json.contains("\"phase\": \"oneshot\""), "{json}");
+}
+
+/// `ibi deploy --phase oneshot` of a site whose configuration does not fit the Ignition embed area
+/// (an extra manifest of 400 KB of random base64): its variant of the installation ISO (`hostAgent:
+/// ibi`, `statusURL` naming deploy's server, `statusCA` the test CA, `shutdown: true`) names the
+/// site's configuration ISO by size and SHA-256 instead of carrying it, with the host's own report
+/// token. The test plays the host's fetch with curl, as `ibi agent install` does it (its side is
+/// unit-tested against a stand-in server): with that token deploy's server answers exactly the
+/// site's configuration ISO; with the ISO's own token it refuses (403), without one 401. Then the
+/// host powers off and deploy boots the disk and watches the cluster to done.
+#[test]
+fn a_oneshot_site_too_large_for_the_iso_is_fetched_with_the_hosts_own_token() {
+    let Some(bin) = sushy_emulator(TEST) else {
+        return;
+    };
+    if !common::tool("curl", TEST) {
+        return;
+    }
+    let rig = OneShotRig::new(
+        &bin,
+        |i| {
+            format!(
+                "hostAgent: ibi\nhostAgentImage: quay.io/openshift-kni/ibi:4.20\nshutdown: true\nstatusURL: https://127.0.0.1:{}\nstatusCA: {}\n",
+                i.port,
+                i.ca.display()
+            )
+        },
+        |base| {
+            let mut noise = vec![0u8; 300_000];
+            openssl::rand::rand_bytes(&mut noise).unwrap();
+            let blob = openssl::base64::encode_block(&noise);
+            std::fs::write(
+                base.join("extra-manifests/large-configmap.yaml"),
+                format!(
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: large\n  namespace: openshift-config\ndata:\n  blob: {blob}\n"
+                ),
+            )
+            .unwrap();
+        },
+    );
+    let site_iso = rig.site_dir.join("imagebasedconfig.iso");
+    let iso_bytes = std::fs::read(&site_iso).unwrap();
+    assert!(iso_bytes.len() > 400_000, "{} bytes", iso_bytes.len());
+
+    let mut run1 = rig.spawn("oneshot", "run1");
+    rig.wait_step(&mut run1, "wait-report");
+    let ign = iso_ignition(&rig.emu.downloaded("rhcos-ibi.iso").expect("downloaded"));
+    let fetch: Value =
+        serde_json::from_slice(&ignition_file(&ign, "/var/tmp/ibi-site-fetch.json")).unwrap();
+    assert_eq!(fetch["size"], iso_bytes.len() as u64);
+    assert_eq!(fetch["sha256"], sha256_file(&site_iso));
+    let carried = ign.to_string().contains("/var/tmp/ibi-site-configuration/");
+    assert!(!carried, "the tree is not carried");
+    let settings: Value =
+        serde_json::from_slice(&ignition_file(&ign, "/var/tmp/ibi-report.json")).unwrap();
+    let token = settings["token"].as_str().unwrap().to_string();
+    let fleet = iso_ignition(&rig.base.path().join("rhcos-ibi.iso"));
+    let fleet_settings: Value =
+        serde_json::from_slice(&ignition_file(&fleet, "/var/tmp/ibi-report.json")).unwrap();
+    let fleet_token = fleet_settings["token"].as_str().unwrap().to_string();
+    assert_ne!(token, fleet_token, "the host's own token");
+
+    // The host's fetch, as `ibi agent install` makes it.
+    let url = format!("https://127.0.0.1:{}/site-configuration", rig.port);
+    let got = rig.work.path().join("fetched.iso");
+    let curl = |auth: Option<&str>| -> String {
+        let mut c = Command::new("curl");
+        c.args(["-s", "-o"])
+            .arg(&got)
+            .args(["-w", "%{http_code}", "--cacert"])
+            .arg(&rig.tls.0);
+        if let Some(t) = auth {
+            c.args(["-H", &format!("Authorization: Bearer {t}")]);
+        }
+        let out = c.arg(&url).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(curl(Some(&token)), "200");
+    assert_eq!(std::fs::read(&got).unwrap(), iso_bytes, "the site's ISO");
+    assert_eq!(curl(Some(&fleet_token)), "403", "the ISO's own token");
+    assert_eq!(curl(None), "401");
+
+    rig.power_off();
+    rig.wait_step(&mut run1, "watch");
+    rig.api.set(|c| *c = rig.site.ready());
+    let status = wait_exit(&mut run1);
+    let (stdout, stderr) = (rig.read("run1.stdout"), rig.read("run1.stderr"));
+    eprintln!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let access = std::fs::read_to_string(rig.base.path().join(".ibi/deploy-access.log")).unwrap();
+    let line = format!(
+        "GET /site-configuration {} 200 range=- bytes={} ",
+        rig.name,
+        iso_bytes.len()
+    );
+    assert!(access.contains(&line), "{line} not in:\n{access}");
+    assert!(
+        !access.contains(&token) && !stderr.contains(&token),
+        "a token is shown"
+    );
+}
+
+/// One site of the example fleet whose BMC is an emulator (fake driver), BASE holding the fleet's
+/// installation ISO (the example install with `config(port, ca)` appended, built from the synthetic
+/// base ISO) and the site built by `create config-image --sites` (after `prepare(BASE)`), its
+/// kubeconfig pointed at a stand-in for its kube-apiserver in the seed's state; deploy's TLS and port.
+struct OneShotRig {
+    emu: Emulator,
+    base: tempfile::TempDir,
+    inventory: std::path::PathBuf,
+    name: String,
+    site_dir: std::path::PathBuf,
+    site: BuiltSite,
+    api: StandIn,
+    work: tempfile::TempDir,
+    tls: (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf),
+    port: u16,
+}
+
+impl OneShotRig {
+    fn new(
+        bin: &std::path::Path,
+        config: impl Fn(&OneShotInputs) -> String,
+        prepare: impl FnOnce(&std::path::Path),
+    ) -> OneShotRig {
+        let emu = Emulator::start_with_uuid(bin, UUIDS[0]);
+        let (base, names) = example_fleet_base(&[(&emu, None)]);
+        let b = base.path();
+        let work = tempfile::tempdir().unwrap();
+        let tls = test_tls(work.path());
+        let port = free_port();
+        example_install(b);
+        let cfg = b.join("image-based-installation-config.yaml");
+        let extra = config(&OneShotInputs {
+            port,
+            ca: tls.0.clone(),
+        });
+        let text = std::fs::read_to_string(&cfg).unwrap() + &extra;
+        std::fs::write(&cfg, text).unwrap();
+        prepare(b);
+        let dir = b.to_str().unwrap();
+        let base_iso = synthetic_base();
+        let inventory = b.join("sites.yaml");
+        for args in [
+            vec![
+                "create",
+                "image",
+                "--dir",
+                dir,
+                "--base-iso",
+                base_iso.to_str().unwrap(),
+            ],
+            vec![
+                "create",
+                "config-image",
+                "--dir",
+                dir,
+                "--sites",
+                inventory.to_str().unwrap(),
+            ],
+        ] {
+            ok(&ibi_env(&args, &[]), &args[..2].join(" "));
+        }
+        let name = names[0].clone();
+        let site_dir = b.join("sites").join(&name);
+        let site = BuiltSite::read(&site_dir);
+        let api = StandIn::start(&site.cluster_tls(), site.seed_state());
+        site.point_at(&api.url());
+        OneShotRig {
+            emu,
+            base,
+            inventory,
+            name,
+            site_dir,
+            site,
+            api,
+            work,
+            tls,
+            port,
+        }
+    }
+
+    fn dir(&self) -> &str {
+        self.base.path().to_str().unwrap()
+    }
+
+    fn spawn(&self, phase: &str, run: &str) -> std::process::Child {
+        spawn_deploy(
+            &DeployRun {
+                base: self.base.path(),
+                inventory: &self.inventory,
+                phase,
+                port: self.port,
+                tls: &self.tls,
+                out: self.work.path(),
+            },
+            run,
+            &[
+                "--poll",
+                "1",
+                "--report-timeout",
+                "120",
+                "--watch-timeout",
+                "120",
+                "--bmc-timeout",
+                "120",
+            ],
+        )
+    }
+
+    fn read(&self, file: &str) -> String {
+        std::fs::read_to_string(self.work.path().join(file)).unwrap_or_default()
+    }
+
+    fn record(&self) -> Option<Value> {
+        let path = self
+            .base
+            .path()
+            .join(format!(".ibi/deploy/{}.json", self.name));
+        serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    }
+
+    /// Waits for the site's one-shot record to reach `want`, deploy still running.
+    fn wait_step(&self, deploy: &mut std::process::Child, want: &str) {
+        let step = || {
+            self.record()
+                .and_then(|r| r["phases"]["oneshot"]["step"].as_str().map(String::from))
+        };
+        let deadline = Instant::now() + PHASE_WAIT;
+        while step().as_deref() != Some(want) {
+            assert!(
+                Instant::now() < deadline,
+                "site {} never reached {want}: {}",
+                self.name,
+                self.read("run1.stderr")
+            );
+            assert!(
+                deploy.try_wait().unwrap().is_none(),
+                "deploy ended early: {}",
+                self.read("run1.stderr")
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The emulator's system powered off, as an installed host with `shutdown: true` does.
+    fn power_off(&self) {
+        let reset = format!(
+            "/redfish/v1/Systems/{}/Actions/ComputerSystem.Reset",
+            self.emu.uuid
+        );
+        assert!(
+            self.emu
+                .post(&reset, &serde_json::json!({"ResetType": "ForceOff"}))
+        );
+    }
+}
+
+/// What a one-shot rig's installation config may name: deploy's port and the test CA.
+struct OneShotInputs {
+    port: u16,
+    ca: std::path::PathBuf,
 }
 
 /// Every file below `dir`.

@@ -15,4 +15,5 @@ pub use stage::check_manifest;
 
 pub use run::{
     DEFAULT_POLL, DirOutcome, FetchConfigOptions, Outcome, fetch_config, install_tree_from_dir,
+    install_tree_from_iso,
 };

@@ -15,4 +15,4 @@ mod host;
 mod reporter;
 
 pub use host::{ReporterSetup, journal_tail, load_report_config, read_identity};
-pub use reporter::{Delivery, Reporter};
+pub use reporter::{Delivery, Reporter, innermost};

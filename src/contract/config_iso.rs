@@ -32,6 +32,26 @@ pub const HOST_TARGET: &str = "opt/openshift";
 /// files and bytes of the site's configuration ISO. `ibi agent install` (step `write-site-config`) and,
 /// with `hostAgent: lca`, ibi's generated `post.sh` copy it from here into the new stateroot.
 pub const LIVE_SITE_TREE: &str = "/var/tmp/ibi-site-configuration";
+/// One-shot, a tree too large for the Ignition embed area (`ibi deploy --phase oneshot`, `hostAgent:
+/// ibi`, `statusURL`): instead of the tree, the host's variant carries this file (0600), naming the
+/// site's configuration ISO by size and SHA-256; `ibi agent install` fetches it from
+/// [`SITE_FETCH_ENDPOINT`] of `statusURL` with the host's own report token and `statusCA`, checks both,
+/// and copies the ISO's tree into the stateroot.
+pub const SITE_FETCH_PATH: &str = "/var/tmp/ibi-site-fetch.json";
+/// Below `statusURL`: `GET` with `Authorization: Bearer <the host's own report token>` answers the
+/// configuration ISO of the site that token belongs to.
+pub const SITE_FETCH_ENDPOINT: &str = "site-configuration";
+
+/// The content of [`SITE_FETCH_PATH`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SiteFetch {
+    /// The configuration ISO's size in bytes.
+    pub size: u64,
+    /// Its SHA-256, lower-case hex.
+    pub sha256: String,
+}
+
 /// Where the tree goes inside the new stateroot (`<sysroot>/ostree/deploy/<stateroot>/`): the installed
 /// host's `/var/opt/openshift`, i.e. [`HOST_TARGET`] under `/var`, where post-pivot finds
 /// `cluster-configuration` and stops waiting for a device.

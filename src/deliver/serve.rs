@@ -15,6 +15,7 @@ mod limits;
 pub mod report;
 pub mod rules;
 mod server;
+mod site_fetch;
 mod source;
 pub mod tls;
 

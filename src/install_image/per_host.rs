@@ -11,14 +11,14 @@ use std::fs::File;
 
 use anyhow::{Context, Result, bail};
 
-use super::ignition::one_shot::carry_site;
+use super::ignition::one_shot::{carry_site, carry_site_fetch};
 use super::site_tree::SiteTree;
 use crate::contract::host_report::{REPORT_CONFIG_PATH, ReportConfig};
 use crate::ignition::types::{Config, data_url};
 use crate::iso9660::IsoReader;
 use crate::live_iso::{
-    EmbedArea, Patch, PatchedReader, decode_ignition, encode_ignition_compact, find_ignition_area,
-    read_area,
+    EmbedArea, LiveIsoError, Patch, PatchedReader, decode_ignition, encode_ignition_compact,
+    find_ignition_area, read_area,
 };
 use crate::util::secret::Secret;
 
@@ -112,23 +112,47 @@ impl EmbeddedIgnition {
                 }
             }
         }
+        let with_token = config.clone();
         if let Some(tree) = site {
             carry_site(&mut config, tree).with_context(|| {
                 format!("carrying the configuration of {}", tree.site.display())
             })?;
         }
-        let raw = serde_json::to_vec(&config).context("encoding the Ignition config")?;
-        let mut data = encode_ignition_compact(&raw, self.area.length).with_context(|| {
-            site.map_or("embedding the host's Ignition config".to_string(), |t| {
-                format!(
-                    "embedding the host's Ignition config with the configuration of {} ({} bytes \
-                     uncompressed; a one-shot variant carries it only in the Ignition embed area): use \
-                     the two phases, factory and site",
-                    t.site.display(),
-                    t.bytes()
-                )
-            })
-        })?;
+        let encode = |config: &Config| {
+            let raw = serde_json::to_vec(config).context("encoding the Ignition config")?;
+            encode_ignition_compact(&raw, self.area.length).map_err(anyhow::Error::new)
+        };
+        let mut data = match (encode(&config), site, token) {
+            (Ok(data), _, _) => data,
+            // Too large to carry, and the host has its own token: it fetches the site's ISO.
+            (Err(e), Some(tree), Some(_)) if too_large(&e) => {
+                let mut fetch = with_token;
+                carry_site_fetch(&mut fetch, tree)
+                    .and_then(|()| encode(&fetch))
+                    .with_context(|| {
+                        format!(
+                            "the configuration of {} ({} bytes uncompressed) does not fit the Ignition \
+                             embed area, and the host cannot fetch it instead",
+                            tree.site.display(),
+                            tree.bytes()
+                        )
+                    })?
+            }
+            (Err(e), Some(tree), None) if too_large(&e) => {
+                return Err(e).with_context(|| {
+                    format!(
+                        "embedding the host's Ignition config with the configuration of {} ({} bytes \
+                         uncompressed): a tree too large for the Ignition embed area is fetched at \
+                         install time only by a host with its own report token (`ibi deploy --phase \
+                         oneshot` of an ISO built with statusURL and hostAgent: ibi); or use the two \
+                         phases, factory and site",
+                        tree.site.display(),
+                        tree.bytes()
+                    )
+                });
+            }
+            (Err(e), _, _) => return Err(e).context("embedding the host's Ignition config"),
+        };
         // The area's zero fill is there beneath the patch past what was used: the patch stops at
         // the longer of the two streams (some KiB a host, not the area's 256 KiB), the same bytes.
         let keep = used(&data).max(self.beneath_used);
@@ -145,6 +169,13 @@ impl EmbeddedIgnition {
     pub fn area(&self) -> EmbedArea {
         self.area
     }
+}
+
+fn too_large(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<LiveIsoError>(),
+        Some(LiveIsoError::TooLarge { .. })
+    )
 }
 
 /// `patches` with those over the Ignition area replaced by `host`'s.
@@ -267,17 +298,81 @@ mod tests {
 
     /// A fleet ISO whose config `create image` built (`hostAgent: lca`, seed 4.16, no statusURL).
     fn built_fleet_iso() -> (File, Vec<Patch>) {
+        built_fleet_iso_with(None, false)
+    }
+
+    /// A fleet ISO `create image` built: `hostAgent: ibi` with `agent`, `statusURL` with `reports`.
+    fn built_fleet_iso_with(agent: Option<&str>, reports: bool) -> (File, Vec<Patch>) {
         use crate::install_image::ignition::installation::{
             InstallationIgnitionInputs, build_installation_ignition,
         };
+        use crate::install_image::ignition::status_report::StatusReportInputs;
         let config = build_installation_ignition(&InstallationIgnitionInputs {
             seed_image: "quay.io/example/seed@sha256:00".into(),
             seed_version: "4.16.0".into(),
             installation_disk: "/dev/vda".into(),
+            host_agent_image: agent.map(str::to_string),
+            status_report: reports.then(|| StatusReportInputs {
+                url: "https://192.0.2.10:8443".into(),
+                token: Secret::new(FLEET),
+                ca_pem: None,
+            }),
             ..Default::default()
         })
         .unwrap();
         embedded_in_synthetic_iso(&config)
+    }
+
+    /// Random bytes do not compress: 300 KiB cannot fit a 256 KiB area.
+    fn noise() -> Vec<u8> {
+        let mut noise = vec![0u8; 300 << 10];
+        openssl::rand::rand_bytes(&mut noise).unwrap();
+        noise
+    }
+
+    /// Too large to carry, a host with its own token and `ibi agent install` fetches the site's ISO:
+    /// its variant names the ISO's size and SHA-256 instead of carrying the tree. lca-cli cannot.
+    #[test]
+    fn a_tree_too_large_is_fetched_by_an_ibi_host_with_its_own_token() {
+        use crate::contract::config_iso::{LIVE_SITE_TREE, SITE_FETCH_PATH, SiteFetch};
+        let (file, patches) = built_fleet_iso_with(Some("quay.io/x/ibi:1"), true);
+        let fleet = read(&file, &patches).unwrap();
+        let tree = site_tree(noise());
+        let patch = fleet
+            .patch_for(Some(&Secret::new(HOST)), Some(&tree))
+            .unwrap();
+        let got = read(&file, &with_host_patch(&patches, fleet.area(), patch)).unwrap();
+        let files = &got.config.storage.files;
+        let fetch = files.iter().find(|f| f.path == SITE_FETCH_PATH).unwrap();
+        assert_eq!(fetch.mode, Some(0o600));
+        let want: SiteFetch = serde_json::from_slice(&fetch.data().unwrap()).unwrap();
+        assert_eq!(
+            want,
+            SiteFetch {
+                size: 123_456,
+                sha256: "ab".repeat(32)
+            }
+        );
+        assert!(
+            !files.iter().any(|f| f.path.starts_with(LIVE_SITE_TREE)),
+            "no tree carried"
+        );
+        assert_eq!(
+            got.report_config().unwrap().unwrap().token,
+            Secret::new(HOST)
+        );
+
+        let (file, patches) = built_fleet_iso_with(None, true);
+        let lca = read(&file, &patches).unwrap();
+        let err = format!(
+            "{:#}",
+            lca.patch_for(Some(&Secret::new(HOST)), Some(&tree))
+                .unwrap_err()
+        );
+        assert!(
+            err.contains("fetched at install time by hostAgent: ibi only"),
+            "{err}"
+        );
     }
 
     fn site_tree(manifest: Vec<u8>) -> SiteTree {
@@ -288,6 +383,8 @@ mod tests {
                 "cluster-configuration/manifests".into(),
             ],
             files: vec![("cluster-configuration/manifest.json".into(), manifest)],
+            iso_size: 123_456,
+            iso_sha256: "ab".repeat(32),
         }
     }
 
@@ -318,12 +415,11 @@ mod tests {
             got.report_config().unwrap().is_none(),
             "no token asked, none set"
         );
-        // Random bytes do not compress: 300 KiB cannot fit a 256 KiB area.
-        let mut noise = vec![0u8; 300 << 10];
-        openssl::rand::rand_bytes(&mut noise).unwrap();
         let err = format!(
             "{:#}",
-            fleet.patch_for(None, Some(&site_tree(noise))).unwrap_err()
+            fleet
+                .patch_for(None, Some(&site_tree(noise())))
+                .unwrap_err()
         );
         assert!(
             err.contains("sites/a17") && err.contains("use the two phases"),

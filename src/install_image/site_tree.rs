@@ -8,8 +8,7 @@
 //! watch marker carries the build time, the kubeadmin hash a fresh bcrypt salt). Reading it gives
 //! exactly the files and bytes the configuration ISO holds, by construction.
 
-use std::fs::{self, File};
-use std::io::BufReader;
+use std::fs;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -47,6 +46,10 @@ pub struct SiteTree {
     pub dirs: Vec<String>,
     /// Relative paths and contents of the files.
     pub files: Vec<(String, Vec<u8>)>,
+    /// The configuration ISO it was read from: its size and SHA-256 (hex), for a host that fetches
+    /// the ISO instead of carrying the tree ([`crate::contract::config_iso::SiteFetch`]).
+    pub iso_size: u64,
+    pub iso_sha256: String,
 }
 
 impl SiteTree {
@@ -85,8 +88,10 @@ pub fn read_site_tree(site: &Path) -> Result<SiteTree> {
     })?;
     warn_if_stale(site, &iso_path);
     let shown = iso_path.display().to_string();
-    let file = File::open(&iso_path).with_context(|| format!("opening {shown}"))?;
-    let mut iso = IsoReader::open(BufReader::new(file))
+    let bytes = fs::read(&iso_path).with_context(|| format!("reading {shown}"))?;
+    let iso_size = bytes.len() as u64;
+    let iso_sha256 = crate::util::digest::hex(&openssl::sha::sha256(&bytes));
+    let mut iso = IsoReader::open(std::io::Cursor::new(bytes))
         .with_context(|| format!("{shown} is not an ISO 9660 image"))?;
     let label = iso.volume_id().to_string();
     if label != VOLUME_LABEL && label != LEGACY_VOLUME_LABEL {
@@ -97,6 +102,8 @@ pub fn read_site_tree(site: &Path) -> Result<SiteTree> {
     }
     let mut tree = SiteTree {
         site: site.to_path_buf(),
+        iso_size,
+        iso_sha256,
         ..SiteTree::default()
     };
     for entry in iso.walk().with_context(|| format!("listing {shown}"))? {

@@ -129,6 +129,25 @@ pub fn install_tree_from_dir(src: &Path, target: &Path) -> Result<DirOutcome> {
     Ok(DirOutcome::Written)
 }
 
+/// Copies the tree of the configuration ISO in the file `iso` to `target` as a device is copied
+/// (leftovers of a killed run removed, staged, checked, fsynced, renamed): a one-shot host's
+/// fetched site configuration.
+pub fn install_tree_from_iso(iso: &Path, target: &Path) -> Result<()> {
+    let _lock = super::stage::lock_parent(target)?;
+    super::stage::remove_leftovers(target)?;
+    super::stage::install_atomically(target, |staging| {
+        super::source::copy_device(iso, super::FsKind::Iso9660, staging)
+    })
+    .with_context(|| {
+        format!(
+            "copying {} to {} ({} left as it was)",
+            iso.display(),
+            target.display(),
+            target.display()
+        )
+    })
+}
+
 fn copy_from(found: &Found, target: &Path) -> Result<()> {
     super::stage::install_atomically(target, |staging| {
         super::source::copy_device(&found.dev, found.probe.kind, staging)

@@ -363,6 +363,17 @@ impl Install<'_> {
             plan.push(step(Step::WriteSiteConfig, move || {
                 super::site_config::write_site_config(&src, &stateroot_dir)
             }));
+        } else if let Some(fetch) = super::site_config::site_fetch_source(&self.opts.root) {
+            let stateroot_dir = self.layout.sysroot.join("ostree/deploy").join(&stateroot);
+            let report_config = report_setup(self.opts).config_file;
+            plan.push(step(Step::WriteSiteConfig, move || {
+                super::site_config::fetch_site_config(
+                    &self.opts.root,
+                    &fetch,
+                    &report_config,
+                    &stateroot_dir,
+                )
+            }));
         }
         plan.push(step(Step::PostScript, move || self.post_script()));
         {

@@ -323,7 +323,7 @@ impl Sender {
 }
 
 /// reqwest's outer messages repeat the URL; the innermost cause says what happened.
-fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+pub fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cause = e;
     while let Some(next) = cause.source() {
         cause = next;

@@ -17,7 +17,9 @@ use super::body::{Access, ImageBody};
 use super::catalog::{Image, ServedFile};
 use super::report::{self, Reports};
 use super::rules::{RangeAsk, etag_listed, if_range_holds, parse_range};
-use super::source::{Cache, OpenError, Opened, open};
+use super::site_fetch::{self, SiteFetches};
+use super::source::{Cache, OpenError, Opened, Source, open};
+use crate::util::text::escape_control;
 use crate::util::token::token_matches;
 
 /// What the server shares between connections.
@@ -26,6 +28,8 @@ pub struct State {
     pub cache: Cache,
     pub served: ServedFile,
     pub reports: Arc<Reports>,
+    /// One-shot hosts that fetch their site's configuration ISO.
+    pub site_fetches: SiteFetches,
     pub log: Arc<AccessLog>,
 }
 
@@ -55,6 +59,9 @@ pub async fn handle(
     };
     if req.uri().path() == report::path() {
         return Ok(report_answer(state, client, req, access).await);
+    }
+    if req.uri().path() == site_fetch::path() {
+        return Ok(site_fetch_answer(state, client, req, access).await);
     }
     let Some(index) = route(&state.images, req.uri().path()) else {
         return Ok(bare(StatusCode::NOT_FOUND, access));
@@ -114,6 +121,46 @@ async fn report_answer(
         _ => {}
     }
     r
+}
+
+/// A one-shot host's fetch of its site's configuration ISO, answered as an image (ranges,
+/// entity tags) once its token names the site.
+async fn site_fetch_answer(
+    state: Arc<State>,
+    client: SocketAddr,
+    req: Request<Incoming>,
+    mut access: Access,
+) -> Response<ImageBody> {
+    access.image = site_fetch::path();
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = bare(StatusCode::METHOD_NOT_ALLOWED, access);
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let (site, iso) = match state.site_fetches.choose(req.headers()) {
+        Ok(found) => found,
+        Err((status, why)) => {
+            warn!("site configuration fetch from {client} refused: {why}");
+            let mut r = bare(status, access);
+            if status == StatusCode::UNAUTHORIZED {
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            return r;
+        }
+    };
+    access.image = format!("{} {}", site_fetch::path(), escape_control(&site));
+    let st = state.clone();
+    let opened = tokio::task::spawn_blocking(move || open(&Source::File(iso), &st.cache)).await;
+    match opened {
+        Ok(Ok(o)) => answer(req.method() == Method::HEAD, req.headers(), o, access),
+        Ok(Err(e)) => open_failed(e, access),
+        Err(e) => {
+            warn!("{}: opening failed: {e}", access.image);
+            bare(StatusCode::INTERNAL_SERVER_ERROR, access)
+        }
+    }
 }
 
 fn open_failed(e: OpenError, access: Access) -> Response<ImageBody> {

@@ -180,15 +180,19 @@ impl Reports {
     }
 }
 
-/// `Authorization: Bearer <token>`, compared in constant time with every accepted token (so the
-/// time taken says nothing about which came close).
-fn check_token<'a>(headers: &HeaderMap, accepted: &'a [Accepted]) -> Result<&'a Accepted, Outcome> {
-    let given = headers
+/// The token of an `Authorization: Bearer <token>` header.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    let Some(given) = given else {
+        .map(str::trim)
+}
+
+/// `Authorization: Bearer <token>`, compared in constant time with every accepted token (so the
+/// time taken says nothing about which came close).
+fn check_token<'a>(headers: &HeaderMap, accepted: &'a [Accepted]) -> Result<&'a Accepted, Outcome> {
+    let Some(given) = bearer(headers) else {
         return Err(Outcome::refused(
             StatusCode::UNAUTHORIZED,
             "no Authorization: Bearer header",

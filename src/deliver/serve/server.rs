@@ -24,6 +24,7 @@ use super::catalog::{Alias, HostToken, Image, ServedEntry, ServedFile};
 use super::handler::State;
 use super::limits::{Dropped, Limits};
 use super::report::Reports;
+use super::site_fetch::SiteFetches;
 use super::source::{Cache, open};
 use super::tls::Host;
 
@@ -271,6 +272,7 @@ pub fn prepare(opts: &ServeOptions) -> Result<Prepared> {
             log.clone(),
             host_tokens(opts),
         )),
+        site_fetches: SiteFetches::new(site_fetch_hosts(opts)),
         log,
     });
     Ok(Prepared {
@@ -288,6 +290,15 @@ fn host_tokens(opts: &ServeOptions) -> Vec<HostToken> {
     opts.selection
         .iter()
         .flat_map(|s| s.aliases.iter().filter_map(|a| a.host.clone()))
+        .collect()
+}
+
+/// deploy's one-shot hosts (their own token and their site), which may fetch their site's ISO.
+fn site_fetch_hosts(opts: &ServeOptions) -> Vec<(HostToken, PathBuf)> {
+    opts.selection
+        .iter()
+        .flat_map(|s| s.aliases.iter())
+        .filter_map(|a| Some((a.host.clone()?, a.site.clone()?)))
         .collect()
 }
 

@@ -15,10 +15,13 @@
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use super::super::site_tree::SiteTree;
+use super::super::site_tree::{SITE_FILE_MODE, SiteTree};
 use super::host_agent::FETCH_IBI_SCRIPT_PATH;
 use crate::config::{ONE_SHOT_SINCE, parse_minor_version};
-use crate::contract::config_iso::{LIVE_SITE_TREE, MANIFEST_PATH, MANIFESTS_DIR, STATEROOT_TARGET};
+use crate::contract::config_iso::{
+    LIVE_SITE_TREE, MANIFEST_PATH, MANIFESTS_DIR, SITE_FETCH_PATH, STATEROOT_TARGET, SiteFetch,
+};
+use crate::contract::host_report::REPORT_CONFIG_PATH;
 use crate::contract::ibi_configuration::{
     IBI_CONFIGURATION_PATH, INSTALL_SCRIPT_PATH, POST_SCRIPT_MODE, POST_SCRIPT_PATH, stateroot_name,
 };
@@ -85,34 +88,7 @@ fi
 /// path. Refused: a config that already carries a site's tree, a seed before
 /// [`ONE_SHOT_SINCE`], a config that is not an ibi installation config.
 pub fn carry_site(config: &mut Config, tree: &SiteTree) -> Result<()> {
-    let under_tree = format!("{LIVE_SITE_TREE}/");
-    if config
-        .storage
-        .files
-        .iter()
-        .any(|f| f.path.starts_with(&under_tree))
-    {
-        bail!(
-            "the installation ISO already carries a site's configuration (built with --site): one-shot variants are made from the fleet's ISO"
-        );
-    }
-    let has = |path: &str| config.storage.files.iter().any(|f| f.path == path);
-    let lca = match (has(INSTALL_SCRIPT_PATH), has(FETCH_IBI_SCRIPT_PATH)) {
-        (true, false) => true,
-        (false, true) => false,
-        _ => bail!(
-            "the installation ISO's Ignition config has neither lca-cli's install script nor ibi's agent: not an ISO `ibi create image` built"
-        ),
-    };
-    let seed_version = seed_version(config)?;
-    match parse_minor_version(&seed_version) {
-        Some(v) if v >= ONE_SHOT_SINCE => {}
-        _ => bail!(
-            "seedVersion {:?} is not {ONE_SHOT_SINCE} or later, the first lifecycle-agent whose post-pivot \
-             takes a pre-placed /opt/openshift/cluster-configuration",
-            escape_control(&seed_version),
-        ),
-    }
+    let (lca, seed_version) = one_shot_base(config)?;
     if lca {
         if let Some(user) = config
             .storage
@@ -130,6 +106,75 @@ pub fn carry_site(config: &mut Config, tree: &SiteTree) -> Result<()> {
         ));
     }
     add_site_tree(config, tree);
+    Ok(())
+}
+
+/// What a one-shot variant is made over: an installation config `create image` built without
+/// `--site` (whether its host agent is lca-cli, and its `seedVersion`, 4.16 or later).
+fn one_shot_base(config: &Config) -> Result<(bool, String)> {
+    let under_tree = format!("{LIVE_SITE_TREE}/");
+    let has = |path: &str| config.storage.files.iter().any(|f| f.path == path);
+    if has(SITE_FETCH_PATH)
+        || config
+            .storage
+            .files
+            .iter()
+            .any(|f| f.path.starts_with(&under_tree))
+    {
+        bail!(
+            "the installation ISO already carries a site's configuration (built with --site): one-shot variants are made from the fleet's ISO"
+        );
+    }
+    let lca = match (has(INSTALL_SCRIPT_PATH), has(FETCH_IBI_SCRIPT_PATH)) {
+        (true, false) => true,
+        (false, true) => false,
+        _ => bail!(
+            "the installation ISO's Ignition config has neither lca-cli's install script nor ibi's agent: not an ISO `ibi create image` built"
+        ),
+    };
+    let seed_version = seed_version(config)?;
+    match parse_minor_version(&seed_version) {
+        Some(v) if v >= ONE_SHOT_SINCE => {}
+        _ => bail!(
+            "seedVersion {:?} is not {ONE_SHOT_SINCE} or later, the first lifecycle-agent whose post-pivot \
+             takes a pre-placed /opt/openshift/cluster-configuration",
+            escape_control(&seed_version),
+        ),
+    }
+    Ok((lca, seed_version))
+}
+
+/// Makes the fleet's config the one-shot config of `tree`'s site for a tree too large to carry: the
+/// host fetches the site's configuration ISO at install time ([`SITE_FETCH_PATH`]) from `statusURL`
+/// with its own report token. Only `ibi agent install` fetches (`hostAgent: ibi`), and only a config
+/// with report settings (`statusURL`) has a server and a token to fetch with.
+pub fn carry_site_fetch(config: &mut Config, tree: &SiteTree) -> Result<()> {
+    let (lca, _) = one_shot_base(config)?;
+    if lca {
+        bail!(
+            "hostAgent: lca carries a site's configuration only inside the ISO; a tree this large is fetched at install time by hostAgent: ibi only"
+        );
+    }
+    if !config
+        .storage
+        .files
+        .iter()
+        .any(|f| f.path == REPORT_CONFIG_PATH)
+    {
+        bail!(
+            "a tree this large is fetched at install time from statusURL with the host's own report token: the installation ISO has no statusURL"
+        );
+    }
+    let fetch = SiteFetch {
+        size: tree.iso_size,
+        sha256: tree.iso_sha256.clone(),
+    };
+    let mut json = serde_json::to_vec(&fetch).context("encoding the site fetch")?;
+    json.push(b'\n');
+    config
+        .storage
+        .files
+        .push(File::from_bytes(SITE_FETCH_PATH, SITE_FILE_MODE, &json));
     Ok(())
 }
 

@@ -32,6 +32,7 @@ fn tree() -> SiteTree {
                 b"kind: ConfigMap\n".to_vec(),
             ),
         ],
+        ..SiteTree::default()
     }
 }
 
