@@ -442,10 +442,11 @@ pub struct DeployOpts {
     /// Seconds one BMC job may take (power off, eject, insert with its download, power on)
     #[arg(long, default_value_t = 900, value_name = "S")]
     pub bmc_timeout: u64,
-    /// Factory: seconds from the boot to the host's final report (or its power off)
+    /// Factory and oneshot: seconds from the boot to the host's final report (or its power off)
     #[arg(long, default_value_t = 3600, value_name = "S")]
     pub report_timeout: u64,
-    /// Site: seconds from the boot to the cluster ready (the operator's hour)
+    /// Site: seconds from the boot to the cluster ready (the operator's hour); oneshot: from the
+    /// disk boot
     #[arg(long, default_value_t = 3600, value_name = "S")]
     pub watch_timeout: u64,
     /// Seconds between two looks at the reports, a host's power or a cluster
