@@ -487,5 +487,6 @@ fn an_interrupted_batch_prints_its_summary_so_far_and_leaves_no_temp_files() {
         line.starts_with("interrupted; ") && line.contains(" of 3 sites done: "),
         "{stderr}"
     );
-    assert!(temp_files(fleet.path()).is_empty());
+    let left = temp_files(fleet.path());
+    assert!(left.is_empty(), "left {left:?}: {stderr}");
 }

@@ -131,17 +131,23 @@ where
     }
     let name = name.to_string_lossy();
     sweep_stale_temps(dir, &name);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&temp_prefix(&name, std::process::id()))
-        .suffix(".tmp")
-        .permissions(Permissions::from_mode(mode))
-        .tempfile_in(dir)
-        .with_context(|| format!("creating a temp file in {}", dir.display()))?;
+    // Created and registered with the interrupt handler in one step: a signal between the two
+    // would leave a temp file the handler does not know of.
+    let (guard, mut tmp) = crate::util::interrupt::TempFile::create(
+        || {
+            tempfile::Builder::new()
+                .prefix(&temp_prefix(&name, std::process::id()))
+                .suffix(".tmp")
+                .permissions(Permissions::from_mode(mode))
+                .tempfile_in(dir)
+                .with_context(|| format!("creating a temp file in {}", dir.display()))
+        },
+        |t| t.path(),
+    )?;
     // The builder's mode is filtered by the umask; set it exactly before writing anything.
     tmp.as_file()
         .set_permissions(Permissions::from_mode(mode))
         .with_context(|| format!("setting mode of the temp file for {}", path.display()))?;
-    let guard = crate::util::interrupt::TempFile::register(tmp.path());
     fill(tmp.as_file_mut()).with_context(|| format!("writing {}", path.display()))?;
     tmp.as_file()
         .sync_all()

@@ -84,11 +84,19 @@ pub struct TempFile {
 }
 
 impl TempFile {
-    pub fn register(path: &Path) -> TempFile {
-        state().temps.push(path.to_path_buf());
-        TempFile {
-            path: path.to_path_buf(),
-        }
+    /// Creates a temp file with `create` and registers it (`path_of` says where it is) as one step
+    /// under the handler's lock: a signal comes either before the file exists or after it is
+    /// registered, so the handler never leaves a temp file it did not know of. The guard comes
+    /// first: bound as `let (guard, tmp)`, the temp file is dropped (removed) before the guard.
+    pub fn create<T>(
+        create: impl FnOnce() -> Result<T>,
+        path_of: impl FnOnce(&T) -> &Path,
+    ) -> Result<(TempFile, T)> {
+        let mut st = state();
+        let made = create()?;
+        let path = path_of(&made).to_path_buf();
+        st.temps.push(path.clone());
+        Ok((TempFile { path }, made))
     }
 
     /// Runs `rename` (the temp file becoming the output) so that an interruption comes either before
@@ -124,5 +132,50 @@ mod tests {
         assert!(line(&st).starts_with("interrupted; 2 output file(s)"));
         st.message = Some("1 of 3 sites done".into());
         assert_eq!(line(&st), "interrupted; 1 of 3 sites done");
+    }
+
+    /// The temp file is created while the handler's lock is held (so a signal cannot fall between
+    /// its creation and its registration): with the lock taken, as the handler takes it, `create`
+    /// does not run until the lock is released.
+    #[test]
+    fn a_temp_file_is_created_and_registered_under_the_handlers_lock() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, mpsc};
+        let created = Arc::new(AtomicBool::new(false));
+        let held = state();
+        let (tx, rx) = mpsc::channel();
+        let flag = created.clone();
+        let writer = std::thread::spawn(move || {
+            tx.send(()).unwrap();
+            let (guard, _) = TempFile::create(
+                || {
+                    flag.store(true, Ordering::SeqCst);
+                    Ok(PathBuf::from("/nonexistent/.x.1.ab.tmp"))
+                },
+                |p| p.as_path(),
+            )
+            .unwrap();
+            guard
+        });
+        rx.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            !created.load(Ordering::SeqCst),
+            "created while the handler held the lock"
+        );
+        drop(held);
+        let guard = writer.join().unwrap();
+        assert!(created.load(Ordering::SeqCst));
+        assert!(
+            state()
+                .temps
+                .contains(&PathBuf::from("/nonexistent/.x.1.ab.tmp"))
+        );
+        drop(guard);
+        assert!(
+            !state()
+                .temps
+                .contains(&PathBuf::from("/nonexistent/.x.1.ab.tmp"))
+        );
     }
 }
