@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::deliver::emulator::{Emulator, USER, free_port, sushy_emulator};
 use common::deliver::fleet::{
-    DeployRun, PHASE_WAIT, example_fleet_base, fleet, play_until, report_done_agent,
+    DeployRun, PHASE_WAIT, build_sites, example_fleet_base, fleet, play_until, report_done_agent,
     report_done_lca, report_failed_lca, requests, spawn_deploy, state_is, wait_exit,
 };
 use common::deliver::host::{ignition_file, iso_ignition, ok, test_tls};
@@ -300,20 +300,7 @@ fn a_site_deploy_watches_each_cluster_and_ejects_once_ready() {
         example_fleet_base(&emulators.iter().map(|e| (e, None)).collect::<Vec<_>>());
     let b = base.path();
     let inventory = b.join("sites.yaml");
-    ok(
-        &ibi_env(
-            &[
-                "create",
-                "config-image",
-                "--dir",
-                b.to_str().unwrap(),
-                "--sites",
-                inventory.to_str().unwrap(),
-            ],
-            &[],
-        ),
-        "ibi create config-image --sites",
-    );
+    build_sites(b);
     let sites: Vec<BuiltSite> = names
         .iter()
         .map(|n| BuiltSite::read(&b.join("sites").join(n)))
@@ -881,26 +868,10 @@ impl OneShotRig {
         let dir = b.to_str().unwrap();
         let base_iso = synthetic_base();
         let inventory = b.join("sites.yaml");
-        for args in [
-            vec![
-                "create",
-                "image",
-                "--dir",
-                dir,
-                "--base-iso",
-                base_iso.to_str().unwrap(),
-            ],
-            vec![
-                "create",
-                "config-image",
-                "--dir",
-                dir,
-                "--sites",
-                inventory.to_str().unwrap(),
-            ],
-        ] {
-            ok(&ibi_env(&args, &[]), &args[..2].join(" "));
-        }
+        let base_iso = base_iso.to_str().unwrap();
+        let args = ["create", "image", "--dir", dir, "--base-iso", base_iso];
+        ok(&ibi_env(&args, &[]), "ibi create image");
+        build_sites(b);
         let name = names[0].clone();
         let site_dir = b.join("sites").join(&name);
         let site = BuiltSite::read(&site_dir);

@@ -275,21 +275,8 @@ fn built_example_fleet(lab: &Lab, vm: &lab::Domain) -> (tempfile::TempDir, PathB
     let emu = lab.emulator.as_ref().unwrap();
     let (base, names) = example_fleet_base(&[(emu, Some(&vm.uuid))]);
     assert_eq!(names, [SITE], "the example fleet's first site");
+    common::deliver::fleet::build_sites(base.path());
     let inventory = base.path().join("sites.yaml");
-    ok(
-        &common::deliver::ibi_env(
-            &[
-                "create",
-                "config-image",
-                "--dir",
-                base.path().to_str().unwrap(),
-                "--sites",
-                inventory.to_str().unwrap(),
-            ],
-            &[],
-        ),
-        "ibi create config-image --sites",
-    );
     (base, inventory)
 }
 

@@ -216,26 +216,12 @@ fn cluster_instance(doc: &Value, e: &mut Errors) {
     {
         e.push("metadata.namespace: must be the cluster name (the namespace the IBI templates render into)");
     }
-    for (i, m) in array(spec, "machineNetwork").iter().enumerate() {
-        if m.get("cidr")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
-            e.push(format!("spec.machineNetwork[{i}].cidr: required"));
-        }
-    }
+    e.each_set(spec, "machineNetwork", "cidr");
     let has_network = !array(spec, "machineNetwork").is_empty();
     if spec.get("proxy").is_some() && !has_network {
         e.push("spec.proxy: needs spec.machineNetwork (IBIO's webhook)");
     }
-    for (i, r) in array(spec, "extraManifestsRefs").iter().enumerate() {
-        if r.get("name")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
-            e.push(format!("spec.extraManifestsRefs[{i}].name: required"));
-        }
-    }
+    e.each_set(spec, "extraManifestsRefs", "name");
     let nodes = array(spec, "nodes");
     if nodes.is_empty() {
         e.push("spec.nodes: required");
@@ -362,6 +348,19 @@ impl Errors {
             None => self.push(format!("{dotted}: required")),
             Some(Value::String(s)) if values.contains(&s.as_str()) => {}
             Some(x) => self.push(format!("{dotted}: {x} is not one of {values:?}")),
+        }
+    }
+
+    /// Every item of `spec.<list>` has a non-empty string `field`.
+    fn each_set(&mut self, spec: &Value, list: &str, field: &str) {
+        for (i, item) in array(spec, list).iter().enumerate() {
+            if item
+                .get(field)
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
+                self.push(format!("spec.{list}[{i}].{field}: required"));
+            }
         }
     }
 

@@ -763,49 +763,39 @@ impl<'a, 't> Engine<'a, 't> {
 
     /// One-shot: the install is done; the disk boot is next (saved first).
     fn start_disk_step(&mut self, i: usize) {
-        let saved = self.sites[i]
-            .rec
-            .as_mut()
-            .map_or(Ok(()), |r| r.step(STEP_BOOT_DISK));
-        match saved {
-            Ok(()) => {
-                self.progress
-                    .line(&self.sites[i].t.name, &format!("{STEP_WAIT_REPORT}: done"));
-                self.sites[i].stage = Stage::BootDisk;
-            }
-            Err(e) => self.finish(i, Err(format!("recording the step: {e:#}"))),
-        }
+        self.advance(
+            i,
+            STEP_WAIT_REPORT,
+            STEP_BOOT_DISK,
+            Stage::BootDisk,
+            "the step",
+        );
     }
 
     /// One-shot: the disk booted; the cluster is watched.
     fn disk_booted(&mut self, i: usize) {
-        let saved = self.sites[i]
-            .rec
-            .as_mut()
-            .map_or(Ok(()), |r| r.step(STEP_WATCH));
-        if let Err(e) = saved {
-            return self.finish(i, Err(format!("recording the disk boot: {e:#}")));
+        if self.advance(i, STEP_BOOT_DISK, STEP_WATCH, Stage::Watch, "the disk boot") {
+            self.enter_wait(i);
         }
-        self.progress
-            .line(&self.sites[i].t.name, &format!("{STEP_BOOT_DISK}: done"));
-        self.sites[i].stage = Stage::Watch;
-        self.enter_wait(i);
     }
 
     fn start_eject_step(&mut self, i: usize) {
         let step = wait_step(self.ctx.opts.phase);
-        let saved = self.sites[i]
-            .rec
-            .as_mut()
-            .map_or(Ok(()), |r| r.step(STEP_EJECT));
-        match saved {
-            Ok(()) => {
-                self.progress
-                    .line(&self.sites[i].t.name, &format!("{step}: done"));
-                self.sites[i].stage = Stage::Eject;
-            }
-            Err(e) => self.finish(i, Err(format!("recording the step: {e:#}"))),
+        self.advance(i, step, STEP_EJECT, Stage::Eject, "the step");
+    }
+
+    /// Saves `next` as the site's step, says `<done>: done` and moves to `stage`; false when the
+    /// record could not be saved (the site then ends failed, naming what was being `recording`).
+    fn advance(&mut self, i: usize, done: &str, next: &str, stage: Stage, recording: &str) -> bool {
+        let saved = self.sites[i].rec.as_mut().map_or(Ok(()), |r| r.step(next));
+        if let Err(e) = saved {
+            self.finish(i, Err(format!("recording {recording}: {e:#}")));
+            return false;
         }
+        self.progress
+            .line(&self.sites[i].t.name, &format!("{done}: done"));
+        self.sites[i].stage = stage;
+        true
     }
 
     /// The site's end in this run, saved.

@@ -68,22 +68,13 @@ pub async fn handle(
     };
     access.image = state.images[index].name.clone();
     access.tally = Some(state.images[index].sent.clone());
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut r = bare(StatusCode::METHOD_NOT_ALLOWED, access);
-        r.headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-        return Ok(r);
+    if !reads(req.method()) {
+        return Ok(read_only(access));
     }
-    let st = state.clone();
-    let opened =
-        tokio::task::spawn_blocking(move || open(&st.images[index].source, &st.cache)).await;
-    let opened = match opened {
-        Ok(Ok(o)) => o,
-        Ok(Err(e)) => return Ok(open_failed(e, access)),
-        Err(e) => {
-            warn!("{}: opening failed: {e}", access.image);
-            return Ok(bare(StatusCode::INTERNAL_SERVER_ERROR, access));
-        }
+    let (opened, access) = match open_off_thread(&state, &state.images[index].source, access).await
+    {
+        Ok(o) => o,
+        Err(r) => return Ok(r),
     };
     state
         .served
@@ -132,11 +123,8 @@ async fn site_fetch_answer(
     mut access: Access,
 ) -> Response<ImageBody> {
     access.image = site_fetch::path();
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut r = bare(StatusCode::METHOD_NOT_ALLOWED, access);
-        r.headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-        return r;
+    if !reads(req.method()) {
+        return read_only(access);
     }
     let (site, iso) = match state.site_fetches.choose(req.headers()) {
         Ok(found) => found,
@@ -151,14 +139,39 @@ async fn site_fetch_answer(
         }
     };
     access.image = format!("{} {}", site_fetch::path(), escape_control(&site));
-    let st = state.clone();
-    let opened = tokio::task::spawn_blocking(move || open(&Source::File(iso), &st.cache)).await;
-    match opened {
-        Ok(Ok(o)) => answer(req.method() == Method::HEAD, req.headers(), o, access),
-        Ok(Err(e)) => open_failed(e, access),
+    match open_off_thread(&state, &Source::File(iso), access).await {
+        Ok((o, access)) => answer(req.method() == Method::HEAD, req.headers(), o, access),
+        Err(r) => r,
+    }
+}
+
+/// GET and HEAD read an image; nothing else does.
+fn reads(method: &Method) -> bool {
+    method == Method::GET || method == Method::HEAD
+}
+
+/// 405, saying which methods an image answers.
+fn read_only(access: Access) -> Response<ImageBody> {
+    let mut r = bare(StatusCode::METHOD_NOT_ALLOWED, access);
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+    r
+}
+
+/// Opens `source` on a blocking thread (it may hash a new version); the answer to send when it
+/// cannot be opened.
+async fn open_off_thread(
+    state: &Arc<State>,
+    source: &Source,
+    access: Access,
+) -> Result<(Opened, Access), Response<ImageBody>> {
+    let (st, source) = (state.clone(), source.clone());
+    match tokio::task::spawn_blocking(move || open(&source, &st.cache)).await {
+        Ok(Ok(o)) => Ok((o, access)),
+        Ok(Err(e)) => Err(open_failed(e, access)),
         Err(e) => {
             warn!("{}: opening failed: {e}", access.image);
-            bare(StatusCode::INTERNAL_SERVER_ERROR, access)
+            Err(bare(StatusCode::INTERNAL_SERVER_ERROR, access))
         }
     }
 }

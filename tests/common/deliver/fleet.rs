@@ -385,3 +385,18 @@ pub fn example_fleet_base(bmcs: &[(&Emulator, Option<&str>)]) -> (tempfile::Temp
     .unwrap();
     (base, names)
 }
+
+/// `ibi create config-image --dir BASE --sites BASE/sites.yaml`, which must succeed: every site of
+/// an [`example_fleet_base`] built.
+pub fn build_sites(base: &Path) {
+    let inventory = base.join("sites.yaml");
+    let args = [
+        "create",
+        "config-image",
+        "--dir",
+        base.to_str().unwrap(),
+        "--sites",
+        inventory.to_str().unwrap(),
+    ];
+    ok(&ibi_env(&args, &[]), "ibi create config-image --sites");
+}
