@@ -3,6 +3,7 @@
 //! thread.
 
 pub mod digest;
+pub mod fault;
 pub mod file_version;
 pub mod fs;
 pub mod interrupt;

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use common::deliver::emulator::sushy_emulator;
 use common::deliver::fleet::{
-    Fleet, deploy_binary, fleet, play_until, report_done_lca, requests, state_is, wait_exit,
+    Fleet, deploy_binary, fleet, play_until, report_done_lca, report_failed_lca, requests,
+    state_is, wait_exit,
 };
 use common::deliver::free_port;
 use common::deliver::host::{Host, iso_ignition};
@@ -374,4 +375,146 @@ fn every_mistake_is_found_before_any_host_is_touched() {
         );
     }
     assert!(!touched(&f), "--check changed something");
+}
+
+/// A BMC job that panics (injected with the `fault-injection` build's `IBI_FAULT_PANIC`, standing
+/// for a BMC reply that trips a bug) ends its own site with an error naming it; the run goes on and
+/// the other site installs. The pre-flight's check of that BMC panics too: a finding, not a hang.
+#[test]
+fn a_panicking_bmc_job_ends_its_site_and_the_run_goes_on() {
+    const NAME: &str = "a_panicking_bmc_job_ends_its_site_and_the_run_goes_on";
+    if !cfg!(feature = "fault-injection") {
+        common::skip(
+            NAME,
+            "needs the fault-injection feature (tests/run builds with it)",
+        );
+        return;
+    }
+    let Some(bin) = sushy_emulator(TEST) else {
+        return;
+    };
+    let f = fleet(
+        &bin,
+        &[
+            ("a", "a1a1a1a1-0000-4000-8000-00000000000a"),
+            ("b", "b2b2b2b2-0000-4000-8000-00000000000b"),
+        ],
+        &TIMEOUTS,
+    );
+    let port = f.emulators[1].url.rsplit(':').next().unwrap().to_string();
+    let fault = |job: &str| format!("bmc-{job}@127.0.0.1:{port}");
+    let check_fault = fault("check");
+
+    let mut check = f.spawn_env("check", &["--check"], &[("IBI_FAULT_PANIC", &check_fault)]);
+    let status = wait_exit_within(&mut check, Duration::from_secs(120));
+    let (out, err) = (f.output("check", "stdout"), f.output("check", "stderr"));
+    assert_eq!(status.code(), Some(1), "--check: {out}\n{err}");
+    let row = out.lines().find(|l| l.starts_with("b ")).unwrap_or("");
+    assert!(
+        row.contains(" bmc ") && row.contains("ibi's BMC check panicked (injected fault"),
+        "{out}"
+    );
+
+    let boot_fault = fault("boot");
+    let mut run = f.spawn_env("run", &[], &[("IBI_FAULT_PANIC", &boot_fault)]);
+    play_until(&f, &mut run, "run", &[(0, report_done_lca)], |f| {
+        state_is(f, "a", "done", "") && state_is(f, "b", "failed", "")
+    });
+    let status = wait_exit_within(&mut run, Duration::from_secs(120));
+    let (out, err) = (f.output("run", "stdout"), f.output("run", "stderr"));
+    assert_eq!(status.code(), Some(1), "{out}\n{err}");
+    assert!(
+        err.contains("error: site b: ibi's boot job panicked (injected fault"),
+        "{err}"
+    );
+    let cells = |site: &str| -> Vec<String> {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{site} ")))
+            .unwrap();
+        line.split_whitespace().map(String::from).collect()
+    };
+    assert_eq!(cells("a")[3], "done", "{out}");
+    assert_eq!(cells("b")[3], "failed", "{out}");
+    // The job panicked once the System was found: nothing was inserted or powered.
+    let log = requests(&f.emulators[1]);
+    assert_eq!(boots(&log), 0, "{log}");
+    assert!(
+        f.record("b").unwrap()["bmc"]["system"].is_string(),
+        "the record keeps what the job saved before the panic: {:?}",
+        f.record("b")
+    );
+}
+
+/// Clears the immutable flag it set, whatever the test's outcome.
+struct Immutable(std::path::PathBuf);
+
+impl Immutable {
+    fn set(path: &std::path::Path) -> Option<Immutable> {
+        let ok = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(path)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Immutable(path.to_path_buf()))
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// A failure deploy cannot save (the records' directory made immutable while the host installs,
+/// standing for a full or read-only disk) is said on stderr with what `ibi status` still shows, and
+/// the run exits 1; status indeed shows the old state.
+#[test]
+fn a_failure_that_cannot_be_recorded_is_said_and_fails_the_run() {
+    const NAME: &str = "a_failure_that_cannot_be_recorded_is_said_and_fails_the_run";
+    if !common::require_root(NAME) || !common::tool("chattr", NAME) {
+        return;
+    }
+    let Some(bin) = sushy_emulator(TEST) else {
+        return;
+    };
+    let f = fleet(
+        &bin,
+        &[("a", "a1a1a1a1-0000-4000-8000-00000000000a")],
+        &TIMEOUTS,
+    );
+    let mut run = f.spawn("run");
+    wait_step(&f, &mut run, "run", "a", "wait-report");
+    let frozen = Immutable::set(&f.base().join(".ibi/deploy")).expect("chattr +i (ext4 or xfs)");
+    report_failed_lca(&f, 0);
+    let status = wait_exit_within(&mut run, Duration::from_secs(120));
+    drop(frozen);
+    let err = f.output("run", "stderr");
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("error: site a: the host reported a failure")
+            && err.contains("; and this failure could not be recorded (")
+            && err.contains("`ibi status` still shows the site as it was before"),
+        "{err}"
+    );
+    assert!(
+        state_is(&f, "a", "running", "wait-report"),
+        "{:?}",
+        f.phase("a")
+    );
+}
+
+/// Waits for `child` at most `bound`, then kills it (a hang is a failure, not a stuck test).
+fn wait_exit_within(child: &mut std::process::Child, bound: Duration) -> std::process::ExitStatus {
+    let end = Instant::now() + bound;
+    while Instant::now() < end {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    common::deliver::stop_child(child)
 }

@@ -65,6 +65,18 @@ pub enum Job {
     Check,
 }
 
+impl Job {
+    /// Where a test may make this job panic (`util::fault`), once the System is found.
+    fn fault_point(&self) -> &'static str {
+        match self {
+            Job::Boot { .. } => "bmc-boot",
+            Job::Eject => "bmc-eject",
+            Job::BootDisk => "bmc-boot-disk",
+            Job::Check => "bmc-check",
+        }
+    }
+}
+
 /// A step of a job, told to the caller as it happens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BootEvent {
@@ -223,6 +235,7 @@ pub fn run_observed(
         system: report.system.clone(),
         uuid: report.uuid.clone(),
     })?;
+    crate::util::fault::panic_point(req.job.fault_point(), &report.bmc);
     match &req.job {
         Job::Eject => eject(&mut c, &sys, &slots, &req.patience, &mut report)?,
         Job::Boot { .. } | Job::BootDisk => {

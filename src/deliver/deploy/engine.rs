@@ -104,6 +104,27 @@ enum Msg {
     DiskBooted(usize, Record, Result<boot::Report>),
     Power(usize, Result<String>),
     Looked(usize, Box<Watcher>, Result<bool>),
+    /// A job panicked: which pool ran it, the site, what the job was, the panic's message.
+    Panicked(Worker, usize, &'static str, String),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Worker {
+    Bmc,
+    Look,
+}
+
+/// What a job's panic sends back: the site ends with it instead of waiting for the job forever.
+fn on_panic(
+    tx: &Sender<Msg>,
+    worker: Worker,
+    i: usize,
+    what: &'static str,
+) -> impl FnOnce(String) + Send + 'static {
+    let tx = tx.clone();
+    move |m| {
+        let _ = tx.send(Msg::Panicked(worker, i, what, m));
+    }
 }
 
 pub struct Engine<'a, 't> {
@@ -252,9 +273,9 @@ impl<'a, 't> Engine<'a, 't> {
         if let Err(e) = &t.bmc
             && resume != Resume::Done
         {
-            site.ending = Some(Ending::Failed(e.clone()));
-            self.progress.failed(&t.name, e);
-            let _ = record_failure(&mut rec, e);
+            let e = unsaved(e.clone(), record_failure(&mut rec, e));
+            self.progress.failed(&t.name, &e);
+            site.ending = Some(Ending::Failed(e));
             return site;
         }
         let begun = match resume {
@@ -459,23 +480,27 @@ impl<'a, 't> Engine<'a, 't> {
         let counter = self.ctx.server.counter(&t.alias.name);
         let mut seen = self.sites[i].sent_seen;
         self.sites[i].busy = true;
-        self.bmc.run(move || {
-            // Saved before the job goes on: the System before anything changes, the bytes once the
-            // BMC has the image, `booted` before the power-on request (a failed save stops the job
-            // there), so a deploy killed at any point knows what was done.
-            let result = boot::run_observed(&req, &mut |ev| match ev {
-                BootEvent::Found { system, uuid } => rec.system(&system, uuid),
-                BootEvent::Inserted { .. } => {
-                    let now = counter.as_ref().map_or(seen, |c| c.load(Ordering::Relaxed));
-                    rec.add_bytes(now.saturating_sub(seen))?;
-                    seen = now;
-                    Ok(())
-                }
-                BootEvent::PoweringOn => rec.mark_booted(),
-                BootEvent::PoweredOff | BootEvent::PoweredOn => Ok(()),
-            });
-            let _ = tx.send(Msg::Booted(i, rec, result, seen));
-        });
+        let panicked = on_panic(&tx, Worker::Bmc, i, "boot");
+        self.bmc.run(
+            move || {
+                // Saved before the job goes on: the System before anything changes, the bytes once the
+                // BMC has the image, `booted` before the power-on request (a failed save stops the job
+                // there), so a deploy killed at any point knows what was done.
+                let result = boot::run_observed(&req, &mut |ev| match ev {
+                    BootEvent::Found { system, uuid } => rec.system(&system, uuid),
+                    BootEvent::Inserted { .. } => {
+                        let now = counter.as_ref().map_or(seen, |c| c.load(Ordering::Relaxed));
+                        rec.add_bytes(now.saturating_sub(seen))?;
+                        seen = now;
+                        Ok(())
+                    }
+                    BootEvent::PoweringOn => rec.mark_booted(),
+                    BootEvent::PoweredOff | BootEvent::PoweredOn => Ok(()),
+                });
+                let _ = tx.send(Msg::Booted(i, rec, result, seen));
+            },
+            panicked,
+        );
     }
 
     fn start_eject(&mut self, i: usize) {
@@ -487,10 +512,14 @@ impl<'a, 't> Engine<'a, 't> {
         let req = request(bmc, Job::Eject, o);
         let tx = self.tx.clone();
         self.sites[i].busy = true;
-        self.bmc.run(move || {
-            let result = boot::run(&req).map(|_| ());
-            let _ = tx.send(Msg::Ejected(i, rec, result));
-        });
+        let panicked = on_panic(&tx, Worker::Bmc, i, "eject");
+        self.bmc.run(
+            move || {
+                let result = boot::run(&req).map(|_| ());
+                let _ = tx.send(Msg::Ejected(i, rec, result));
+            },
+            panicked,
+        );
     }
 
     /// One-shot: the host's disk is booted with no media; saved before the power-on.
@@ -503,14 +532,18 @@ impl<'a, 't> Engine<'a, 't> {
         let req = request(bmc, Job::BootDisk, o);
         let tx = self.tx.clone();
         self.sites[i].busy = true;
-        self.bmc.run(move || {
-            let result = boot::run_observed(&req, &mut |ev| match ev {
-                BootEvent::Found { system, uuid } => rec.system(&system, uuid),
-                BootEvent::PoweringOn => rec.mark_disk_booted(),
-                _ => Ok(()),
-            });
-            let _ = tx.send(Msg::DiskBooted(i, rec, result));
-        });
+        let panicked = on_panic(&tx, Worker::Bmc, i, "disk boot");
+        self.bmc.run(
+            move || {
+                let result = boot::run_observed(&req, &mut |ev| match ev {
+                    BootEvent::Found { system, uuid } => rec.system(&system, uuid),
+                    BootEvent::PoweringOn => rec.mark_disk_booted(),
+                    _ => Ok(()),
+                });
+                let _ = tx.send(Msg::DiskBooted(i, rec, result));
+            },
+            panicked,
+        );
     }
 
     /// Whether the site waits for its cluster (the site phase's wait, the one-shot's watch) rather
@@ -626,10 +659,14 @@ impl<'a, 't> Engine<'a, 't> {
         let Some(path) = path else { return true };
         let (bmc, tx) = (bmc.clone(), self.tx.clone());
         self.sites[i].busy = true;
-        self.bmc.run(move || {
-            let result = power(&bmc, &path);
-            let _ = tx.send(Msg::Power(i, result));
-        });
+        let panicked = on_panic(&tx, Worker::Bmc, i, "power read");
+        self.bmc.run(
+            move || {
+                let result = power(&bmc, &path);
+                let _ = tx.send(Msg::Power(i, result));
+            },
+            panicked,
+        );
         true
     }
 
@@ -646,10 +683,14 @@ impl<'a, 't> Engine<'a, 't> {
         };
         let tx = self.tx.clone();
         self.sites[i].busy = true;
-        pool.run(move || {
-            let result = w.look(&mut |_| {});
-            let _ = tx.send(Msg::Looked(i, w, result));
-        });
+        let panicked = on_panic(&tx, Worker::Look, i, "cluster look");
+        pool.run(
+            move || {
+                let result = w.look(&mut |_| {});
+                let _ = tx.send(Msg::Looked(i, w, result));
+            },
+            panicked,
+        );
         true
     }
 
@@ -696,6 +737,7 @@ impl<'a, 't> Engine<'a, 't> {
                     }
                 }
             }
+            Msg::Panicked(worker, i, what, message) => self.panicked(worker, i, what, &message),
             Msg::Looked(i, w, result) => {
                 if let Some(p) = self.looks.as_mut() {
                     p.done();
@@ -716,6 +758,34 @@ impl<'a, 't> Engine<'a, 't> {
                 }
             }
         }
+    }
+
+    /// A job of the site's panicked (a bug, or a reply nobody foresaw): the site ends failed with
+    /// it, its record as the job last saved it, and the run goes on.
+    fn panicked(&mut self, worker: Worker, i: usize, what: &str, message: &str) {
+        match worker {
+            Worker::Bmc => self.bmc.done(),
+            Worker::Look => {
+                if let Some(p) = self.looks.as_mut() {
+                    p.done();
+                }
+            }
+        }
+        let o = self.ctx.opts;
+        let t = self.sites[i].t;
+        self.sites[i].busy = false;
+        if self.sites[i].rec.is_none() {
+            // The record went with the job: what it saved is on disk.
+            self.sites[i].rec = Record::open(&o.base, &t.name, o.phase, &t.address).ok();
+        }
+        self.finish(
+            i,
+            Err(format!(
+                "ibi's {what} job panicked ({}): a bug in ibi; the host may be part-way through the {what}: check it (a re-run resumes the site where its record says; --redo {} starts it over)",
+                crate::util::text::clip(message, 400),
+                t.name
+            )),
+        );
     }
 
     fn back(&mut self, i: usize, rec: Record) {
@@ -807,8 +877,10 @@ impl<'a, 't> Engine<'a, 't> {
         s.watcher = None;
         let ending = match (result, saved) {
             (Ok(()), Ok(())) => Ending::Done,
-            (Err(e), _) => Ending::Failed(e),
-            (Ok(()), Err(e)) => Ending::Failed(format!("recording the end: {e:#}")),
+            (Err(e), saved) => Ending::Failed(unsaved(e, saved)),
+            (Ok(()), Err(e)) => Ending::Failed(format!(
+                "recording the end: {e:#}; `ibi status` still shows the site as it was before"
+            )),
         };
         match &ending {
             Ending::Failed(e) => self.progress.failed(&s.t.name, e),
@@ -846,6 +918,17 @@ fn wait_step(phase: Phase) -> &'static str {
     match phase {
         Phase::Factory | Phase::Oneshot => STEP_WAIT_REPORT,
         Phase::Site => STEP_WATCH,
+    }
+}
+
+/// A site's failure `e`, with what went wrong saving it, if anything did: its record then still
+/// shows the state before, and the user must hear that.
+fn unsaved(e: String, saved: Result<()>) -> String {
+    match saved {
+        Ok(()) => e,
+        Err(why) => format!(
+            "{e}; and this failure could not be recorded ({why:#}): `ibi status` still shows the site as it was before"
+        ),
     }
 }
 

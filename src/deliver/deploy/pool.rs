@@ -1,7 +1,9 @@
 //! A fixed set of worker threads for blocking jobs: deploy's cost follows `--parallel`, not the size
 //! of the fleet. The caller hands out at most [`Pool::size`] jobs at once (it keeps the count), so
 //! nothing queues behind a busy worker and an interrupted deploy has no backlog to drain. Each job
-//! sends its own result back; a job that panics is caught and reported by the caller's message.
+//! sends its own result back; a job that panics is caught, and the caller hears of it through the
+//! `on_panic` it gave with the job (a job's own sender dies with it, but the caller keeps others
+//! alive, so without this it would wait for that result forever).
 
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
@@ -49,10 +51,21 @@ impl Pool {
         self.busy
     }
 
-    /// Hands `job` to a free worker; the caller calls [`Pool::done`] when its result arrives.
-    pub fn run(&mut self, job: impl FnOnce() + Send + 'static) {
+    /// Hands `job` to a free worker; the caller calls [`Pool::done`] when its result arrives. Should
+    /// the job panic, `on_panic` runs on the worker with the panic's message instead: it must send
+    /// the caller a result of its own.
+    pub fn run(
+        &mut self,
+        job: impl FnOnce() + Send + 'static,
+        on_panic: impl FnOnce(String) + Send + 'static,
+    ) {
+        let guarded = move || {
+            if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)) {
+                on_panic(panic_message(payload.as_ref()));
+            }
+        };
         if let Some(tx) = &self.jobs
-            && tx.send(Box::new(job)).is_ok()
+            && tx.send(Box::new(guarded)).is_ok()
         {
             self.busy += 1;
         }
@@ -77,14 +90,23 @@ fn work(rx: &Mutex<Receiver<Job>>) {
             guard.recv()
         };
         match job {
-            // A panic is the job's own: the caller hears of it through its result channel (the
-            // sender is dropped unsent) and the thread goes on serving.
+            // The job's panic was handed to its `on_panic`; this catches one of `on_panic` itself,
+            // so the thread goes on serving.
             Ok(job) => {
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
             }
             Err(_) => return,
         }
     }
+}
+
+/// A panic's message (`panic!` with a literal or a format), else a word saying it had none.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
 #[cfg(test)]
@@ -103,13 +125,16 @@ mod tests {
         while got < 12 {
             while pool.has_room() && sent < 12 {
                 let (tx, peak, now) = (tx.clone(), peak.clone(), now.clone());
-                pool.run(move || {
-                    let n = now.fetch_add(1, Ordering::SeqCst) + 1;
-                    peak.fetch_max(n, Ordering::SeqCst);
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                    now.fetch_sub(1, Ordering::SeqCst);
-                    let _ = tx.send(std::thread::current().name().map(str::to_string));
-                });
+                pool.run(
+                    move || {
+                        let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        peak.fetch_max(n, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                        now.fetch_sub(1, Ordering::SeqCst);
+                        let _ = tx.send(std::thread::current().name().map(str::to_string));
+                    },
+                    |_| {},
+                );
                 sent += 1;
             }
             let name = rx.recv().unwrap().unwrap();
@@ -118,10 +143,21 @@ mod tests {
             got += 1;
         }
         assert!(peak.load(Ordering::SeqCst) <= 3);
-        pool.run(|| panic!("a job's panic"));
+        // A job that panics: its caller hears of it (with the message), though it keeps a sender.
+        let tx1 = tx.clone();
+        pool.run(
+            || panic!("a job's panic: {}", 42),
+            move |m| tx1.send(Some(format!("panicked: {m}"))).unwrap(),
+        );
+        assert_eq!(
+            rx.recv_timeout(std::time::Duration::from_secs(10))
+                .unwrap()
+                .as_deref(),
+            Some("panicked: a job's panic: 42")
+        );
         pool.done();
         let tx2 = tx.clone();
-        pool.run(move || tx2.send(Some("after".into())).unwrap());
+        pool.run(move || tx2.send(Some("after".into())).unwrap(), |_| {});
         assert_eq!(
             rx.recv().unwrap().as_deref(),
             Some("after"),

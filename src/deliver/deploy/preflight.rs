@@ -165,10 +165,19 @@ fn reach_bmcs(o: &DeployOptions, targets: &[&Target], out: &mut Checked) -> Resu
                 timeout: o.timeouts.bmc,
                 patience: Patience::default(),
             };
-            let tx = tx.clone();
-            pool.run(move || {
-                let _ = tx.send((site, boot::run(&req)));
-            });
+            let (tx, tx_panic, name) = (tx.clone(), tx.clone(), site.clone());
+            pool.run(
+                move || {
+                    let _ = tx.send((site, boot::run(&req)));
+                },
+                move |m| {
+                    let e = anyhow::anyhow!(
+                        "ibi's BMC check panicked ({}): a bug in ibi; nothing was changed on the host",
+                        crate::util::text::clip(&m, 400)
+                    );
+                    let _ = tx_panic.send((name, Err(e)));
+                },
+            );
             waiting += 1;
         }
         if waiting == 0 {

@@ -55,10 +55,15 @@ impl Fleet {
     }
 
     pub fn spawn_with(&self, run: &str, extra: &[&str]) -> Child {
+        self.spawn_env(run, extra, &[])
+    }
+
+    /// [`Fleet::spawn_with`], with these variables in deploy's environment.
+    pub fn spawn_env(&self, run: &str, extra: &[&str], envs: &[(&str, &str)]) -> Child {
         let mut args: Vec<&str> = vec!["--parallel", "2", "--poll", "1"];
         args.extend(self.args.iter().map(String::as_str));
         args.extend(extra);
-        spawn_deploy(
+        spawn_deploy_env(
             &DeployRun {
                 base: self.base(),
                 inventory: &self.inventory(),
@@ -69,6 +74,7 @@ impl Fleet {
             },
             run,
             &args,
+            envs,
         )
     }
 
@@ -309,6 +315,11 @@ pub struct DeployRun<'a> {
 /// `ibi deploy --dir BASE --sites INVENTORY --phase PHASE --listen 127.0.0.1:PORT --tls-cert …
 /// --tls-key … ARGS`, its output into `out/<run>.stdout` and `.stderr`.
 pub fn spawn_deploy(d: &DeployRun, run: &str, args: &[&str]) -> Child {
+    spawn_deploy_env(d, run, args, &[])
+}
+
+/// [`spawn_deploy`] with these variables in deploy's environment.
+pub fn spawn_deploy_env(d: &DeployRun, run: &str, args: &[&str], envs: &[(&str, &str)]) -> Child {
     let out = |s: &str| std::fs::File::create(d.out.join(format!("{run}.{s}"))).unwrap();
     Command::new(deploy_binary())
         .args(["deploy", "--dir"])
@@ -323,6 +334,7 @@ pub fn spawn_deploy(d: &DeployRun, run: &str, args: &[&str]) -> Child {
         .arg(&d.tls.2)
         .args(args)
         .env_remove("RUST_LOG")
+        .envs(envs.iter().copied())
         .stdout(Stdio::from(out("stdout")))
         .stderr(Stdio::from(out("stderr")))
         .spawn()
