@@ -2,7 +2,8 @@
 //! variant's installation ISO streamed from the base ISO and its patch, never written), and `boot`
 //! drives a host's BMC through the factory boot (from the installation ISO) and the site boot
 //! (from disk, with the configuration ISO attached); `watch` follows the reconfigured cluster
-//! through its API until it is ready. Built on `redfish`, `kubeapi` and `live_iso`.
+//! through its API until it is ready; `verdict` decides what a host's report means for its site,
+//! for deploy and status alike. Built on `redfish`, `kubeapi` and `live_iso`.
 
 pub mod boot;
 pub mod deploy;
@@ -11,4 +12,5 @@ pub mod host_result;
 pub mod report_store;
 pub mod serve;
 pub mod status;
+pub mod verdict;
 pub mod watch;

@@ -231,7 +231,8 @@ fn hosts_report_to_a_live_serve_and_status_shows_the_fleet() {
         "serve logged the wrong token:\n{log}"
     );
 
-    // deploy's record ties site b to its host by the System UUID (what deploy reads from the BMC).
+    // A deploy record naming site b's BMC, whose System UUID host b reports: the reports came with
+    // the ISO's shared token, so they stay host b's own row (unverified), never site b's (issue 33).
     let mut record = ibi::deliver::deploy_state::SiteDeployState::new("site-b");
     record.bmc = Some(ibi::deliver::deploy_state::BmcSystem {
         address: "https://127.0.0.1:9".into(),
@@ -377,10 +378,11 @@ fn check_status(base: &Path, token: &str) {
         header.split_whitespace().collect::<Vec<_>>().join(" "),
         "SITE BMC SYSTEM HOST FACTORY SITE-PHASE STEP AGE"
     );
+    // The hosts' own rows (no site): the shared token's reports.
     let row = |uuid: &str| {
         table
             .lines()
-            .find(|l| l.contains(uuid))
+            .find(|l| l.starts_with("- ") && l.contains(uuid))
             .unwrap_or_else(|| panic!("no row for {uuid}:\n{table}"))
             .split_whitespace()
             .collect::<Vec<_>>()
@@ -389,8 +391,8 @@ fn check_status(base: &Path, token: &str) {
     assert_eq!(
         (b[0], b[1], b[3], b[4], b[5], b[6]),
         (
-            "site-b",
-            "https://127.0.0.1:9",
+            "-",
+            "-",
             "sno-b",
             "failed",
             "-",
@@ -398,10 +400,25 @@ fn check_status(base: &Path, token: &str) {
         ),
         "{table}"
     );
+    let site_b: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("site-b "))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        site_b[3..6],
+        ["-", "pending", "-"],
+        "the shared token speaks for no site: {table}"
+    );
+    assert!(
+        table.contains(&format!("host {UUID_LCA_FAIL}: unverified: it reported with the installation ISO's shared token and the System UUID of site site-b's BMC")),
+        "{table}"
+    );
     let a = row(UUID_LCA_OK);
     assert_eq!((a[0], a[3], a[4]), ("-", "sno-a", "done"), "{table}");
     assert!(
-        table.contains("site site-b: factory failed at install-rhcos-and-restore-seed: install-rhcos-and-restore-seed.service failed"),
+        table.contains(&format!("host {UUID_LCA_FAIL}: factory failed at install-rhcos-and-restore-seed: install-rhcos-and-restore-seed.service failed")),
         "{table}"
     );
     assert!(
@@ -413,9 +430,11 @@ fn check_status(base: &Path, token: &str) {
     eprintln!("$ ibi status --dir BASE --site site-b --logs\n{one}");
     assert_eq!(
         one.lines().filter(|l| l.contains("sno-")).count(),
-        1,
+        0,
         "{one}"
     );
+    let one = status(base, &["--logs"]);
+    eprintln!("$ ibi status --dir BASE --logs\n{one}");
     assert!(
         one.contains(
             "  | 2026-11-24T10:00:05+0000 host lca-cli[1]: error: failed to pull the seed image"
@@ -427,8 +446,13 @@ fn check_status(base: &Path, token: &str) {
 
     let json: Value = serde_json::from_str(&status(base, &["--json"])).unwrap();
     let hosts = json["hosts"].as_array().unwrap();
-    let by_uuid = |u: &str| hosts.iter().find(|h| h["system"] == u).unwrap();
-    assert_eq!(by_uuid(UUID_LCA_FAIL)["site"], "site-b");
+    let by_uuid = |u: &str| {
+        hosts
+            .iter()
+            .find(|h| h["system"] == u && h["site"].is_null())
+            .unwrap()
+    };
+    assert_eq!(by_uuid(UUID_LCA_FAIL)["claimsSite"], "site-b");
     assert_eq!(by_uuid(UUID_LCA_FAIL)["state"], "failed");
     assert_eq!(by_uuid(UUID_LCA_OK)["state"], "done");
     assert!(by_uuid(UUID_LCA_OK)["ageSeconds"].is_u64());

@@ -986,3 +986,82 @@ fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Issue 33 item 1: factory done → site phase done → a factory `--redo` booted the host again
+/// (recorded as deploy records it: `booted` after the site phase began). The site phase then took
+/// the old record as done and touched nothing, for a host holding only the bare seed. Now its old
+/// record counts as not started: deploy says why, boots the host with its configuration ISO, and
+/// watches (no cluster answers here, so the short watch fails). The BMC is sushy-tools' emulator.
+#[test]
+fn a_site_phase_older_than_the_factory_boot_is_run_again() {
+    let Some(bin) = sushy_emulator(TEST) else {
+        return;
+    };
+    let emu = Emulator::start_with_uuid(&bin, UUIDS[0]);
+    let (base, names) = example_fleet_base(&[(&emu, None)]);
+    let b = base.path();
+    build_sites(b);
+    let site = &names[0];
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let t = now - 3600;
+    let record = serde_json::json!({"version": 1, "site": site,
+        "bmc": {"address": emu.url, "uuid": UUIDS[0]},
+        "phases": {
+            "factory": {"state": "done", "step": "eject", "started": t + 1000, "updated": t + 1300,
+                        "finished": t + 1300, "booted": t + 1010},
+            "site": {"state": "done", "step": "eject", "started": t + 400, "updated": t + 900,
+                     "finished": t + 900, "booted": t + 410}}});
+    std::fs::create_dir_all(b.join(".ibi/deploy")).unwrap();
+    std::fs::write(
+        b.join(format!(".ibi/deploy/{site}.json")),
+        record.to_string(),
+    )
+    .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let tls = test_tls(work.path());
+    let inventory = b.join("sites.yaml");
+    let run = DeployRun {
+        base: b,
+        inventory: &inventory,
+        phase: "site",
+        port: free_port(),
+        tls: &tls,
+        out: work.path(),
+    };
+    let mut deploy = spawn_deploy(
+        &run,
+        "run",
+        &[
+            "--watch-timeout",
+            "3",
+            "--poll",
+            "1",
+            "--bmc-timeout",
+            "120",
+        ],
+    );
+    let status = wait_exit(&mut deploy);
+    let read = |s: &str| std::fs::read_to_string(work.path().join(s)).unwrap();
+    let (out, err) = (read("run.stdout"), read("run.stderr"));
+    eprintln!("stdout:\n{out}\nstderr:\n{err}");
+    assert!(
+        err.contains(&format!(
+            "site {site}: its site phase recorded earlier no longer counts: the host was installed again (factory phase booted at "
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("done by an earlier run"), "{err}");
+    let log = requests(&emu);
+    assert!(
+        log.contains("InsertMedia") && log.contains("ComputerSystem.Reset"),
+        "the host was not booted with its configuration ISO: {log}"
+    );
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "no cluster answers: the watch fails"
+    );
+}

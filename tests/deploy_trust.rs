@@ -122,6 +122,33 @@ fn a_finished_host_is_never_booted_again_and_an_interrupt_leaves_it_resumable() 
         "{}",
         f.output("run3", "stderr")
     );
+
+    // Issue 33 item 5: with every site done, `--check` says there is nothing to do (it printed an
+    // empty table before), and asks the BMC nothing.
+    let changes = |log: &str| {
+        log.lines()
+            .filter(|l| ["POST ", "PATCH ", "DELETE "].iter().any(|m| l.contains(m)))
+            .count()
+    };
+    let before = changes(&requests(&f.emulators[0]));
+    let mut check = f.spawn_with("check", &["--check"]);
+    assert_eq!(wait_exit(&mut check).code(), Some(0));
+    let (out, err) = (f.output("check", "stdout"), f.output("check", "stderr"));
+    assert!(
+        out.lines().any(|l| l.starts_with("a ")
+            && l.contains(" done ")
+            && l.contains("done by an earlier run")),
+        "{out}"
+    );
+    assert!(
+        err.contains("nothing to do: every selected site's factory phase is done (--redo SITE does one again)"),
+        "{err}"
+    );
+    assert_eq!(
+        changes(&requests(&f.emulators[0])),
+        before,
+        "--check changed something on the BMC"
+    );
 }
 
 /// Three hosts booted. Reports that claim host y's System UUID but carry the fleet ISO's own token,
@@ -279,16 +306,60 @@ fn every_mistake_is_found_before_any_host_is_touched() {
     };
     let listen = format!("127.0.0.1:{}", f.port);
 
-    // Two typos, both at once, by file, line and field.
-    let typos = good.replacen("    hostname:", "    hostnme:", 2);
+    // Issue 33 item 6: two typos (one in a's bmc, one in b's entry) and a mistyped passwordFile
+    // in c, all in one run, by file, line and field; and (item 5) the default listen address on
+    // every interface without --public-url, which the server would refuse at once: `--check` says
+    // so too.
+    let typos = good
+        .replacen("      address:", "      adress:", 1)
+        .replacen(
+            "    hostname: sno-b",
+            "    hostname: sno-b\n    clusterNmae: b",
+            1,
+        )
+        .replacen(
+            &f.emulators[2].password_file.display().to_string(),
+            "/nonexistent/c-password",
+            1,
+        );
     std::fs::write(f.inventory(), &typos).unwrap();
-    let (code, _, err) = run(&["--listen", &listen]);
-    assert_eq!(code, Some(1), "{err}");
-    for typo in [
-        "sites.yaml:3: sites[0].hostnme (site a)",
-        "sites.yaml:10: sites[1].hostnme (site b)",
-    ] {
-        assert!(err.contains(typo), "{typo} not in {err}");
+    for check in [&["--check"][..], &[]] {
+        let (code, out, err) = run(check);
+        eprintln!("{check:?}: stdout:\n{out}\nstderr:\n{err}");
+        assert_eq!(code, Some(1), "{err}");
+        let row = |site: &str, check: &str, has: &str| {
+            out.lines().any(|l| {
+                l.starts_with(&format!("{site} "))
+                    && l.contains(&format!(" {check} "))
+                    && l.contains(has)
+            })
+        };
+        assert!(
+            row(
+                "a",
+                "inventory",
+                "sites.yaml:5: sites[0].bmc (site a): unknown field `adress`"
+            ),
+            "{out}"
+        );
+        assert!(
+            row(
+                "b",
+                "inventory",
+                "sites.yaml:11: sites[1].clusterNmae (site b): unknown field `clusterNmae`"
+            ),
+            "{out}"
+        );
+        assert!(row("c", "inventory", "/nonexistent/c-password"), "{out}");
+        assert!(
+            row(
+                "-",
+                "serve",
+                "listening on 0.0.0.0:8443: pass --public-url with the address BMCs reach this host at"
+            ),
+            "{out}"
+        );
+        assert!(err.contains("4 finding(s), listed above"), "{err}");
     }
 
     // Four mistakes of other kinds, one table.

@@ -180,12 +180,17 @@ fn damage_and_hostile_text_hide_nothing_and_fail_after_printing_everything() {
     assert_eq!(cols(3), ["c", "damaged", "damaged", "-"], "{text}");
     assert_eq!(cols(4), ["d", "running", "-", "precache"], "{text}");
     assert_eq!(rows[4][3], "sno-d");
+    // a's host reported with the shared token: a row of its own, unverified, not a's.
+    assert!(
+        text.contains(&format!("host {UUID_A}: unverified: it reported with the installation ISO's shared token and the System UUID of site a's BMC")),
+        "{text}"
+    );
     for want in [
         "site b: factory failed at install-rhcos-and-restore-seed: install-rhcos-and-restore-seed failed\\x1b[2J\\x1b]0;owned\\x07\\r\\nforged\n",
         "  | lca-cli[1]: error: unauthorized\\x1b[2J",
         "/.ibi/deploy/c.json is damaged: cut short (it ends at line 1, column 12); `ibi deploy ... --redo c` starts the site over\n",
         "/.ibi/reports.jsonl: line 3: not a report (Syntax error at column 19); skipped, the other reports are shown\n",
-        "4 host(s): 0 done, 2 running, 1 failed, 0 pending, 1 damaged\n",
+        "5 host(s): 1 done, 2 running, 1 failed, 0 pending, 1 damaged\n",
         &format!(
             "deploy: running now: ibi deploy (PID {}, listening on 127.0.0.1:8443, since ",
             std::process::id()
@@ -198,7 +203,8 @@ fn damage_and_hostile_text_hide_nothing_and_fail_after_printing_everything() {
     assert_eq!(out.status.code(), Some(1));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let hosts = v["hosts"].as_array().unwrap();
-    assert_eq!(hosts.len(), 4);
+    assert_eq!(hosts.len(), 5);
+    assert_eq!(hosts[4]["claimsSite"], "a");
     assert_eq!(hosts[1]["hostname"], format!("sno-b{ESCAPES}"));
     assert_eq!(hosts[2]["state"], "damaged");
     assert_eq!(v["damagedReports"][0]["line"], 3);
@@ -220,4 +226,66 @@ fn damage_and_hostile_text_hide_nothing_and_fail_after_printing_everything() {
             .starts_with("deploy: not running; the last one, ibi deploy (PID "),
         "{text}"
     );
+}
+
+/// Issue 33 items 1 and 2, as the walk found them. Site a: factory done, site phase done, then a
+/// factory `--redo` booted the host again (reinstalled, done): its site phase no longer counts. Site
+/// b: factory done; a report with the plain ISO's shared token and b's System UUID says failed, and
+/// another with b's own token but another host's name arrives after the phase ended: neither speaks
+/// over deploy's record.
+#[test]
+fn status_shows_what_deploy_would_act_on() {
+    let d = tempfile::tempdir().unwrap();
+    let base = d.path();
+    let t = now() - 3600;
+    let bmc = |n: &str, uuid: &str| json!({"address": format!("https://10.0.0.{n}"), "uuid": uuid});
+    let mut factory_a = phase("done", "eject", t + 1000, t + 1300, None);
+    factory_a["booted"] = json!(t + 1010);
+    factory_a["finished"] = json!(t + 1300);
+    let a = json!({"version": 1, "site": "a", "bmc": bmc("1", UUID_A), "phases": {
+        "factory": factory_a,
+        "site": phase("done", "eject", t + 400, t + 900, None)}});
+    let mut factory_b = phase("done", "eject", t, t + 300, None);
+    factory_b["booted"] = json!(t + 10);
+    factory_b["finished"] = json!(t + 300);
+    let b = json!({"version": 1, "site": "b", "bmc": bmc("2", UUID_B), "phases": {"factory": factory_b}});
+    write_record(base, "a", &a.to_string());
+    write_record(base, "b", &b.to_string());
+    let mut store = ReportStore::open(base).unwrap();
+    let step = "install-rhcos-and-restore-seed";
+    let mut own_b = report(UUID_B, "sno-b", step, RunState::Done, t + 200);
+    own_b.site = Some("b".into());
+    store.append(&own_b).unwrap();
+    store
+        .append(&report(UUID_B, "forger", step, RunState::Failed, t + 250))
+        .unwrap();
+    let mut late = report(UUID_A, "sno-a", step, RunState::Failed, t + 500);
+    late.site = Some("b".into());
+    store.append(&late).unwrap();
+    drop(store);
+
+    let out = ibi_env(&["status", "--dir", base.to_str().unwrap()], &[]);
+    let text = stdout(&out);
+    eprintln!(
+        "ibi status:\n{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let row = |site: &str| -> Vec<String> {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{site} ")))
+            .unwrap();
+        line.split_whitespace().map(String::from).collect()
+    };
+    assert_eq!(
+        row("a")[4..6],
+        ["done", "-"],
+        "a's site phase predates its reinstall: {text}"
+    );
+    assert_eq!(row("b")[3..6], ["sno-b", "done", "-"], "{text}");
+    assert!(text.contains("site a: its site phase recorded earlier no longer counts: the factory phase booted the host again at "), "{text}");
+    assert!(text.contains(&format!("host {UUID_B}: unverified: it reported with the installation ISO's shared token and the System UUID of site b's BMC")), "{text}");
+    assert!(text.contains("site b: 1 report(s) with its own token arrived after deploy recorded the install's end at "), "{text}");
+    assert!(!text.contains("site b: factory failed"), "{text}");
 }

@@ -37,6 +37,12 @@ pub fn run(o: &DeployOpts) -> Result<()> {
     if o.check {
         let checked = deploy::check(&opts)?;
         print(&checked.table())?;
+        if checked.nothing_to_do() {
+            eprintln!(
+                "nothing to do: every selected site's {} phase is done (--redo SITE does one again)",
+                opts.phase.name()
+            );
+        }
         if !checked.findings.is_empty() {
             bail!(
                 "pre-flight: {} finding(s), listed above; nothing was changed",

@@ -125,9 +125,35 @@ impl SiteDeployState {
         }
     }
 
-    /// The latest phase recorded (site after factory), with its record.
-    pub fn current(&self) -> Option<(Phase, &PhaseRecord)> {
-        self.phases.iter().next_back().map(|(p, r)| (*p, r))
+    /// The phase's record, unless a later install ended it: see [`SiteDeployState::superseded`].
+    /// Every reader of a phase's record (deploy's resume, its pre-flight, `ibi status`) goes
+    /// through this, so all say the same of a host that was installed again.
+    pub fn live(&self, phase: Phase) -> Option<&PhaseRecord> {
+        let rec = self.phases.get(&phase)?;
+        self.superseded(phase).is_none().then_some(rec)
+    }
+
+    /// The phases recorded and not superseded, in order.
+    pub fn live_phases(&self) -> impl Iterator<Item = (Phase, &PhaseRecord)> {
+        self.phases
+            .iter()
+            .filter(|(p, _)| self.superseded(**p).is_none())
+            .map(|(p, r)| (*p, r))
+    }
+
+    /// The rule of a host installed again: a new boot of an install (the factory phase, or a
+    /// one-shot) ends what every other phase recorded before it. A record that began before that
+    /// boot counts as not started: the phase that superseded it, and its boot time. The install's
+    /// boot is `booted`, saved before the power-on: a `--redo` that never powered the host on left
+    /// it as it was.
+    pub fn superseded(&self, phase: Phase) -> Option<(Phase, u64)> {
+        let rec = self.phases.get(&phase)?;
+        [Phase::Factory, Phase::Oneshot]
+            .into_iter()
+            .filter(|p| *p != phase)
+            .filter_map(|p| Some((p, self.phases.get(&p)?.booted?)))
+            .filter(|(_, booted)| *booted > rec.started)
+            .max_by_key(|(_, booted)| *booted)
     }
 }
 
@@ -281,7 +307,6 @@ mod tests {
         let all = load_all(d.path()).unwrap();
         assert_eq!(all.len(), 2);
         assert_eq!((all[0].site.as_str(), all[1].clone()), ("a17", b.clone()));
-        assert_eq!(all[1].current().unwrap().0, Phase::Site);
         assert_eq!(load_site(d.path(), "b18").unwrap(), Some(b));
         assert_eq!(load_site(d.path(), "c19").unwrap(), None);
         use std::os::unix::fs::MetadataExt;
@@ -289,6 +314,53 @@ mod tests {
             .unwrap()
             .mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_new_install_boot_ends_what_other_phases_recorded_before_it() {
+        let booted = |mut r: PhaseRecord, t: u64| {
+            r.booted = Some(t);
+            r
+        };
+        let mut s = SiteDeployState::new("a17");
+        s.phases.insert(
+            Phase::Factory,
+            booted(record(RunState::Done, "eject", 10), 11),
+        );
+        s.phases
+            .insert(Phase::Site, record(RunState::Done, "eject", 20));
+        assert!(s.live(Phase::Site).is_some() && s.live(Phase::Factory).is_some());
+        // `--redo` of the factory, begun but never powered on: the host is as it was.
+        s.phases
+            .insert(Phase::Factory, record(RunState::Failed, "boot", 30));
+        assert!(s.live(Phase::Site).is_some(), "not booted: nothing ended");
+        // Booted again: the site phase recorded before no longer counts.
+        s.phases.insert(
+            Phase::Factory,
+            booted(record(RunState::Done, "eject", 30), 31),
+        );
+        assert_eq!(s.superseded(Phase::Site), Some((Phase::Factory, 31)));
+        assert!(s.live(Phase::Site).is_none());
+        let live: Vec<Phase> = s.live_phases().map(|(p, _)| p).collect();
+        assert_eq!(live, [Phase::Factory]);
+        // A site phase begun after it counts again.
+        s.phases
+            .insert(Phase::Site, record(RunState::Running, "watch", 40));
+        assert!(s.live(Phase::Site).is_some());
+        // A one-shot booted later ends both; a factory booted after that ends the one-shot.
+        s.phases.insert(
+            Phase::Oneshot,
+            booted(record(RunState::Done, "watch", 50), 51),
+        );
+        assert_eq!(s.superseded(Phase::Factory), Some((Phase::Oneshot, 51)));
+        assert_eq!(s.superseded(Phase::Site), Some((Phase::Oneshot, 51)));
+        assert_eq!(s.superseded(Phase::Oneshot), None);
+        s.phases.insert(
+            Phase::Factory,
+            booted(record(RunState::Running, "wait-report", 60), 61),
+        );
+        assert_eq!(s.superseded(Phase::Oneshot), Some((Phase::Factory, 61)));
+        assert_eq!(s.superseded(Phase::Factory), None);
     }
 
     #[test]

@@ -21,5 +21,6 @@ pub mod tls;
 
 pub use server::{
     LOCK_FILE, PER_ADDRESS_DEFAULT, Prepared, Running, Selection, ServeOptions, TlsChoice, prepare,
+    public_base,
 };
 pub use source::Source;

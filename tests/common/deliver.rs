@@ -157,7 +157,10 @@ pub fn stop_child(c: &mut Child) -> std::process::ExitStatus {
 
 /// Runs `ibi ARGS` with extra environment, bounded by the command's own --timeout.
 pub fn ibi_env(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ibi"));
+    // `IBI_TEST_BINARY` runs another build (to show a test failing on an older one).
+    let bin =
+        std::env::var_os("IBI_TEST_BINARY").unwrap_or_else(|| env!("CARGO_BIN_EXE_ibi").into());
+    let mut cmd = Command::new(bin);
     cmd.args(args)
         .env_remove("RUST_LOG")
         .env_remove("IBI_BMC_PASSWORD")

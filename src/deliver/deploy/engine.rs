@@ -35,6 +35,7 @@ use crate::deliver::boot::{self, BootEvent, BootFrom, BootRequest, Job};
 use crate::deliver::deploy_state::Phase;
 use crate::deliver::report_store::{StoredReport, Tail};
 use crate::deliver::serve::Running;
+use crate::deliver::verdict;
 use crate::deliver::watch::Watcher;
 use crate::redfish::Client;
 use crate::redfish::system::{self, Patience};
@@ -265,6 +266,17 @@ impl<'a, 't> Engine<'a, 't> {
                 return site;
             }
         };
+        if !redo && let Some((by, at)) = rec.superseded() {
+            self.progress.line(
+                &t.name,
+                &format!(
+                    "its {} phase recorded earlier no longer counts: the host was installed again ({} phase booted at {}); the phase starts from its boot",
+                    o.phase.name(),
+                    by.name(),
+                    crate::util::lock::rfc3339(at)
+                ),
+            );
+        }
         let resume = if redo {
             Resume::Boot
         } else {
@@ -407,18 +419,14 @@ impl<'a, 't> Engine<'a, 't> {
                 report,
                 ..
             } = r;
-            // Only a site's own token speaks for it.
+            // Only a site's own token speaks for it (`verdict`); when, the wait decides.
             let Some(site) = site else { continue };
             self.compare_uuids(&site, report.host.product_uuid.as_deref());
             let n = self.news.entry(site).or_default();
             n.last = n.last.max(Some(received));
-            if report.finished && n.end.as_ref().is_none_or(|e| e.0 <= received) {
-                n.end = Some((
-                    received,
-                    report.status.state,
-                    report.status.error,
-                    report.status.step,
-                ));
+            let state = verdict::install_state(&report);
+            if state != RunState::Running && n.end.as_ref().is_none_or(|e| e.0 <= received) {
+                n.end = Some((received, state, report.status.error, report.status.step));
             }
         }
     }
@@ -598,11 +606,9 @@ impl<'a, 't> Engine<'a, 't> {
     /// The host's end, from its own token's reports since the phase began.
     fn host_verdict(&self, i: usize) -> Option<Result<(), String>> {
         let s = &self.sites[i];
-        let since = s.rec.as_ref()?.get()?.started;
+        let phase = s.rec.as_ref()?.get()?;
         let (received, state, error, step) = self.news.get(&s.t.name)?.end.clone()?;
-        // Strictly after the boot's first second: a report from an earlier boot (a failure before
-        // a --redo) may have arrived in that same second.
-        if received <= since {
+        if verdict::within_phase(phase, received) != verdict::Within::Yes {
             return None;
         }
         Some(match (state, error) {

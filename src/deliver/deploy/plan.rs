@@ -75,6 +75,15 @@ pub struct Target {
     pub bmc: Result<Bmc, String>,
     /// The name the server serves this site's image under.
     pub alias: Alias,
+    /// What the inventory's decoding found wrong in this site's entry (each rendered with file,
+    /// line and field): the entry is not what the user meant, so nothing else of it is checked.
+    pub inventory: Vec<String>,
+}
+
+/// The sites of a run, and what the inventory's decoding found that names no site.
+pub struct Planned {
+    pub targets: Vec<Target>,
+    pub fleet_findings: Vec<String>,
 }
 
 /// What the factory phase knows of the installation ISO's settings.
@@ -86,9 +95,18 @@ pub struct HostSignals {
     pub shutdown: bool,
 }
 
-/// The inventory's sites `--only` picks, in inventory order, with their BMCs.
-pub fn targets(o: &DeployOptions) -> Result<Vec<Target>> {
-    let inventory = config::load_inventory(&o.inventory)?;
+/// The inventory's sites `--only` picks, in inventory order, with their BMCs, and what its decoding
+/// found (by site where the finding names one), so the pre-flight reports it with everything else.
+pub fn targets(o: &DeployOptions) -> Result<Planned> {
+    let (inventory, findings) = config::load_inventory_with_findings(&o.inventory)?;
+    let mut fleet_findings = Vec::new();
+    let mut by_site: Vec<Vec<String>> = vec![Vec::new(); inventory.sites.len()];
+    for f in &findings {
+        match entry_index(&f.field).and_then(|i| by_site.get_mut(i)) {
+            Some(mine) => mine.push(f.to_string()),
+            None => fleet_findings.push(f.to_string()),
+        }
+    }
     for (flag, names) in [("--only", &o.only), ("--redo", &o.redo)] {
         let unknown: Vec<&str> = names
             .iter()
@@ -115,12 +133,30 @@ pub fn targets(o: &DeployOptions) -> Result<Vec<Target>> {
             left_out.join(", ")
         );
     }
-    Ok(inventory
+    let targets = inventory
         .sites
         .iter()
-        .filter(|s| o.only.is_empty() || o.only.contains(&s.name))
-        .map(|s| target(o, s))
-        .collect())
+        .zip(by_site)
+        .filter(|(s, _)| o.only.is_empty() || o.only.contains(&s.name))
+        .map(|(s, found)| Target {
+            inventory: found,
+            ..target(o, s)
+        })
+        .collect();
+    Ok(Planned {
+        targets,
+        fleet_findings,
+    })
+}
+
+/// The entry a finding's field names: `sites[3].bmc (site a17)` → 3.
+fn entry_index(field: &str) -> Option<usize> {
+    field
+        .strip_prefix("sites[")?
+        .split(']')
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn target(o: &DeployOptions, site: &SiteEntry) -> Target {
@@ -146,6 +182,7 @@ fn target(o: &DeployOptions, site: &SiteEntry) -> Target {
             host: None,
             site: (o.phase == Phase::Oneshot).then_some(dir),
         },
+        inventory: Vec::new(),
     }
 }
 

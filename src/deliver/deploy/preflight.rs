@@ -11,7 +11,7 @@ use std::sync::mpsc::channel;
 use anyhow::Result;
 use reqwest::Url;
 
-use super::plan::{self, DeployOptions, HostSignals, Target};
+use super::plan::{self, DeployOptions, HostSignals, Planned, Target};
 use super::pool::Pool;
 use super::record::{Record, Resume};
 use crate::config_image::build::{AUTH_DIR, KUBECONFIG_FILE};
@@ -20,7 +20,7 @@ use crate::deliver::boot::{self, BootRequest, Job};
 use crate::deliver::deploy_state::Phase;
 use crate::deliver::serve::catalog::installation_source;
 use crate::deliver::serve::tls::{CERT_FILE, Host, verify_for};
-use crate::deliver::serve::{Source, TlsChoice};
+use crate::deliver::serve::{Source, TlsChoice, public_base};
 use crate::install_image::per_host;
 use crate::install_image::variant::load_recipe;
 use crate::redfish::system::Patience;
@@ -45,13 +45,21 @@ pub struct Reached {
 pub struct Checked {
     pub findings: Vec<Finding>,
     pub reached: Vec<Reached>,
+    /// Sites done by an earlier run: deploy leaves them alone, so their BMCs are not asked.
+    pub done: Vec<String>,
 }
 
 impl Checked {
-    /// The findings as a table (SITE, CHECK, FINDING), or the sites found ready.
+    /// Whether the run would do nothing: every selected site is done and nothing is wrong.
+    pub fn nothing_to_do(&self) -> bool {
+        self.findings.is_empty() && self.reached.is_empty()
+    }
+
+    /// The findings as a table (SITE, CHECK, FINDING), or the sites found ready and those done.
     pub fn table(&self) -> String {
         let rows: Vec<[String; 3]> = if self.findings.is_empty() {
-            self.reached
+            let mut rows: Vec<[String; 3]> = self
+                .reached
                 .iter()
                 .map(|r| {
                     [
@@ -60,7 +68,16 @@ impl Checked {
                         format!("BMC login, System {} and its virtual CD", r.system),
                     ]
                 })
-                .collect()
+                .collect();
+            rows.extend(self.done.iter().map(|site| {
+                [
+                    site.clone(),
+                    "done".into(),
+                    format!("done by an earlier run: deploy leaves it alone (--redo {site} does it again)"),
+                ]
+            }));
+            rows.sort_by(|a, b| a[0].cmp(&b[0]));
+            rows
         } else {
             self.findings
                 .iter()
@@ -93,18 +110,47 @@ impl Checked {
     }
 }
 
-/// Every check, for every target; never changes anything on a host.
-pub fn check(o: &DeployOptions, targets: &[Target], signals: HostSignals) -> Result<Checked> {
+/// Every check, for every target; never changes anything on a host. `planned` carries what the
+/// inventory's decoding found: those sites are reported with everything else, not checked further.
+pub fn check(o: &DeployOptions, planned: &Planned, signals: HostSignals) -> Result<Checked> {
     let mut out = Checked::default();
-    if matches!(o.phase, Phase::Factory | Phase::Oneshot) && signals.reports {
-        out.findings.extend(status_url(o));
+    let fleet = |check: &'static str, detail: String| Finding {
+        site: "-".into(),
+        check,
+        detail,
+    };
+    out.findings.extend(
+        planned
+            .fleet_findings
+            .iter()
+            .map(|f| fleet("inventory", f.clone())),
+    );
+    // Where BMCs will fetch from: the server refuses at once what it cannot tell them.
+    let plain = matches!(o.tls, TlsChoice::Plain);
+    match public_base(o.public_url.as_ref(), o.listen, plain) {
+        Err(e) => out.findings.push(fleet("serve", format!("{e:#}"))),
+        Ok(served) if matches!(o.phase, Phase::Factory | Phase::Oneshot) && signals.reports => {
+            out.findings.extend(status_url(o, &served));
+        }
+        Ok(_) => {}
     }
     let mut touched = Vec::new();
-    for t in targets {
+    for t in &planned.targets {
+        if !t.inventory.is_empty() {
+            out.findings.extend(t.inventory.iter().map(|f| Finding {
+                site: t.name.clone(),
+                check: "inventory",
+                detail: f.clone(),
+            }));
+            continue;
+        }
         let redo = o.redo.contains(&t.name);
         match Record::open(&o.base, &t.name, o.phase, &t.address) {
             // Done earlier: this run leaves the host alone, so its BMC is not asked anything.
-            Ok(r) if !redo && r.resume(false) == Resume::Done => continue,
+            Ok(r) if !redo && r.resume(false) == Resume::Done => {
+                out.done.push(t.name.clone());
+                continue;
+            }
             Ok(r) if !redo => out.findings.extend(other_way(o.phase, t, &r)),
             Ok(_) => {}
             Err(_) if redo => {}
@@ -208,10 +254,9 @@ fn reach_bmcs(o: &DeployOptions, targets: &[&Target], out: &mut Checked) -> Resu
 fn other_way(phase: Phase, t: &Target, r: &Record) -> Option<Finding> {
     let done: Vec<&str> = r
         .state
-        .phases
-        .keys()
-        .filter(|p| (**p == Phase::Oneshot) != (phase == Phase::Oneshot))
-        .map(|p| p.name())
+        .live_phases()
+        .filter(|(p, _)| (*p == Phase::Oneshot) != (phase == Phase::Oneshot))
+        .map(|(p, _)| p.name())
         .collect();
     if done.is_empty() {
         return None;
@@ -249,8 +294,9 @@ fn site_files(t: &Target) -> Vec<Finding> {
     Vec::new()
 }
 
-/// The installation ISO's report settings against the server deploy is about to run.
-fn status_url(o: &DeployOptions) -> Vec<Finding> {
+/// The installation ISO's report settings against the server deploy is about to run, which BMCs
+/// and hosts reach at `served`.
+fn status_url(o: &DeployOptions, served: &Url) -> Vec<Finding> {
     let finding = |detail: String| {
         vec![Finding {
             site: "-".into(),
@@ -264,15 +310,6 @@ fn status_url(o: &DeployOptions) -> Vec<Finding> {
         Err(e) => return finding(format!("reading the installation ISO: {e:#}")),
     };
     let plain = matches!(o.tls, TlsChoice::Plain);
-    let scheme = if plain { "http" } else { "https" };
-    let served = match &o.public_url {
-        Some(u) => u.clone(),
-        None if o.listen.ip().is_unspecified() => return Vec::new(), // serve refuses it, saying why
-        None => match Url::parse(&format!("{scheme}://{}/", o.listen)) {
-            Ok(u) => u,
-            Err(e) => return finding(format!("the listen address: {e}")),
-        },
-    };
     let Ok(reported) = Url::parse(&settings.url) else {
         return finding(format!(
             "the installation ISO's statusURL {:?} is not a URL",
@@ -286,7 +323,7 @@ fn status_url(o: &DeployOptions) -> Vec<Finding> {
             u.port_or_known_default(),
         )
     };
-    if origin(&reported) != origin(&served) {
+    if origin(&reported) != origin(served) {
         return finding(format!(
             "the installation ISO reports to {} but deploy serves at {}: the hosts' reports would not reach it; rebuild the ISO with statusURL: {} (ibi create image), or pass --listen/--public-url to match it",
             reported.origin().ascii_serialization(),

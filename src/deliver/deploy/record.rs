@@ -87,8 +87,15 @@ impl Record {
         }
     }
 
+    /// The phase's record, unless a later install boot superseded it (then the phase counts as
+    /// not started, and [`Record::begin`] replaces it).
     pub fn get(&self) -> Option<&PhaseRecord> {
-        self.state.phases.get(&self.phase)
+        self.state.live(self.phase)
+    }
+
+    /// Why the phase's record no longer counts: the install that superseded it, and when it booted.
+    pub fn superseded(&self) -> Option<(Phase, u64)> {
+        self.state.superseded(self.phase)
     }
 
     /// Where this run takes the phase up: `heard` says whether the host reported since the phase

@@ -37,15 +37,16 @@ pub struct Deployed {
 /// lock, the installation ISO's settings, the server).
 pub fn deploy(o: &DeployOptions) -> Result<Deployed> {
     let interrupt = watch_signals()?;
-    let targets = plan::targets(o)?;
+    let planned = plan::targets(o)?;
     let signals = signals(o)?;
     // Before anything is built, served or touched; after the checks that need no lock, so a run
     // refused for its inputs writes nothing.
     let _lock = take_lock(o)?;
-    let checked = preflight::check(o, &targets, signals)?;
+    let checked = preflight::check(o, &planned, signals)?;
     if !checked.findings.is_empty() {
         return Err(Refused(checked).into());
     }
+    let targets = planned.targets;
     let mut failed: HashMap<String, String> = match o.phase {
         Phase::Site | Phase::Oneshot => plan::build_missing(o, &targets)?.into_iter().collect(),
         Phase::Factory => HashMap::new(),
@@ -97,8 +98,8 @@ pub struct Refused(pub Checked);
 
 /// `ibi deploy --check`: the pre-flight alone, without the lock (it changes nothing).
 pub fn check(o: &DeployOptions) -> Result<Checked> {
-    let targets = plan::targets(o)?;
-    preflight::check(o, &targets, signals(o)?)
+    let planned = plan::targets(o)?;
+    preflight::check(o, &planned, signals(o)?)
 }
 
 /// How the phase hears that a host is done (the site phase watches the cluster instead).

@@ -314,8 +314,8 @@ fn entry(img: &Image, cache: &Cache, public: &str) -> Result<ServedEntry> {
 }
 
 /// The URL prefix BMCs are given. Listening on every address, the server cannot guess which one a
-/// BMC reaches, so the user must say.
-fn public_base(given: Option<&Url>, address: SocketAddr, plain: bool) -> Result<Url> {
+/// BMC reaches, so the user must say. (`ibi deploy`'s pre-flight asks this too, before it starts.)
+pub fn public_base(given: Option<&Url>, address: SocketAddr, plain: bool) -> Result<Url> {
     let scheme = if plain { "http" } else { "https" };
     let url = match given {
         Some(u) => u.clone(),

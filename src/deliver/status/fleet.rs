@@ -2,15 +2,18 @@
 //! once each and joined in one pass over the reports (grouped by site and by host), so a fleet of
 //! hundreds of sites costs what reading its files costs.
 //!
-//! Which reports are a site's: those that carried the site's own report token (`StoredReport::site`),
-//! whatever UUID their body claims, and those sent with the ISO's shared token whose DMI product UUID
-//! is the System UUID deploy read from the site's BMC. A report with a site is never another site's.
+//! Which reports speak for a site, and when, is deploy's rule (`deliver::verdict`): only those that
+//! carried the site's own report token, and of those only the ones received within its install
+//! phase as deploy recorded it. A report with the ISO's shared token is listed as its host's own row,
+//! never a site's; when it claims the System UUID deploy read from a site's BMC, the row says so
+//! (unverified). Own-token reports that arrived after the phase ended are counted, never shown over
+//! deploy's result. A phase record that a later install superseded counts as not started
+//! (`SiteDeployState::live`).
 //!
 //! Reports are ordered and aged by the server's receive time only: a host's own timestamps (a live
 //! ISO's clock may be anything) are never compared with anything. Among a host's reports the latest
 //! speaks, except that an end report is not undone by a progress report of the same boot that arrived
-//! after it; for a site's factory phase only reports received after the phase began (deploy's
-//! `started`) count, so an earlier install never speaks for this one.
+//! after it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,6 +30,7 @@ use crate::deliver::deploy_state::{
 use crate::deliver::report_store::{
     DamagedLine, REPORTS_FILE, StoredReport, load_reports_checked, supersedes,
 };
+use crate::deliver::verdict::{self, Within};
 use crate::util::lock::{self, Holder, LockState};
 
 /// Where one phase of one host stands, as far as anybody said.
@@ -76,6 +80,16 @@ pub struct HostStatus {
     /// Deploy's record of the site is damaged: both phases are unknown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub damaged: Option<Damage>,
+    /// Phases deploy recorded that a later install superseded: they count as not started.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub superseded: Vec<Superseded>,
+    /// Reports with the site's own token that arrived after its install phase ended: not counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late: Option<Late>,
+    /// A host known only from shared-token reports whose System UUID is the one deploy read from
+    /// this site's BMC: unverified (anyone with the ISO has the shared token), so not the site's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claims_site: Option<String>,
     /// The journal lines of the report that speaks for the factory phase.
     #[serde(skip)]
     pub logs: Vec<String>,
@@ -101,6 +115,27 @@ impl HostStatus {
     pub fn state(&self) -> Option<RunState> {
         self.current().map(|p| p.state)
     }
+}
+
+/// A phase record a later install ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Superseded {
+    pub phase: Phase,
+    /// The install that ended it, and when deploy booted that install.
+    pub by: Phase,
+    pub booted: u64,
+}
+
+/// Own-token reports received after the install phase ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Late {
+    pub count: usize,
+    /// The last of them, as it would have spoken.
+    pub last: PhaseStatus,
+    /// When the phase ended, by deploy's record.
+    pub phase_ended: u64,
 }
 
 /// Whether `ibi deploy` runs on BASE now, from its lock.
@@ -156,15 +191,19 @@ pub fn fleet_status(base: &Path, site: Option<&str>) -> Result<Fleet> {
     let (reports, damaged_reports) = load_reports_checked(base)?;
     let mut pool = Pool::new(reports);
     let mut hosts = Vec::new();
+    // The System UUIDs deploy read from the sites' BMCs, for the shared-token rows that claim one.
+    let mut bmc_uuids = BTreeMap::new();
     for record in load_all_checked(base)? {
         hosts.push(match record {
             Ok(state) => {
-                let uuid = state.bmc.as_ref().and_then(|b| b.uuid.as_deref());
-                let reports = pool.take(&state.site, uuid);
+                if let Some(u) = state.bmc.as_ref().and_then(|b| b.uuid.as_deref()) {
+                    bmc_uuids.insert(u.to_ascii_lowercase(), state.site.clone());
+                }
+                let reports = pool.by_site.remove(&state.site).unwrap_or_default();
                 site_row(&state, &reports)
             }
             Err(d) => {
-                let reports = pool.take(&d.site, None);
+                let reports = pool.by_site.remove(&d.site).unwrap_or_default();
                 damaged_row(d, &reports)
             }
         });
@@ -178,7 +217,15 @@ pub fn fleet_status(base: &Path, site: Option<&str>) -> Result<Fleet> {
     }
     // Stable: the records' order is kept, the sites known only from reports fall into place.
     hosts.sort_by(|a, b| a.site.cmp(&b.site));
-    hosts.extend(pool.by_host.values().map(|r| report_row(r)));
+    hosts.extend(pool.by_host.values().map(|r| {
+        HostStatus {
+            claims_site: r
+                .last()
+                .and_then(|r| r.report.host.product_uuid.as_deref())
+                .and_then(|u| bmc_uuids.get(&u.to_ascii_lowercase()).cloned()),
+            ..report_row(r)
+        }
+    }));
     if let Some(s) = site {
         hosts.retain(|h| h.site.as_deref() == Some(s));
         if hosts.is_empty() {
@@ -220,20 +267,6 @@ impl Pool {
         }
         pool
     }
-
-    /// Takes `site`'s reports: its own token's and the shared token's of the host with `uuid`.
-    fn take(&mut self, site: &str, uuid: Option<&str>) -> Vec<StoredReport> {
-        let mut mine = self.by_site.remove(site).unwrap_or_default();
-        let shared = uuid.and_then(|u| {
-            self.by_host
-                .remove(&format!("uuid:{}", u.to_ascii_lowercase()))
-        });
-        if let Some(shared) = shared {
-            mine.extend(shared);
-            mine.sort_by_key(|r| r.received);
-        }
-        mine
-    }
 }
 
 fn host_key(r: &StoredReport) -> String {
@@ -244,15 +277,10 @@ fn host_key(r: &StoredReport) -> String {
     }
 }
 
-/// The report that speaks among `reports` (in arrival order) received after `since`: strictly, as
-/// deploy counts them, since a report of an earlier boot (a failure before a `--redo`) may arrive in
-/// the second the phase began.
-fn speaking(reports: &[StoredReport], since: Option<u64>) -> Option<&StoredReport> {
+/// The report that speaks among `reports` (in arrival order).
+fn speaking<'r>(reports: impl IntoIterator<Item = &'r StoredReport>) -> Option<&'r StoredReport> {
     let mut latest: Option<&StoredReport> = None;
-    for r in reports
-        .iter()
-        .filter(|r| since.is_none_or(|s| r.received > s))
-    {
+    for r in reports {
         if latest.is_none_or(|old| supersedes(&r.report, &old.report)) {
             latest = Some(r);
         }
@@ -260,25 +288,69 @@ fn speaking(reports: &[StoredReport], since: Option<u64>) -> Option<&StoredRepor
     latest
 }
 
+/// A site's own-token reports against its install phase `rec` (all of them without one): those
+/// that speak for it, and those that arrived after it ended.
+fn split<'r>(
+    site: &str,
+    rec: Option<&PhaseRecord>,
+    reports: &'r [StoredReport],
+) -> (Vec<&'r StoredReport>, Option<Late>) {
+    let Some(rec) = rec else {
+        return (reports.iter().collect(), None);
+    };
+    let (mut counted, mut late) = (Vec::new(), Vec::new());
+    for r in reports {
+        match verdict::within(site, rec, r) {
+            Some(Within::Yes) => counted.push(r),
+            Some(Within::After) => late.push(r),
+            Some(Within::Before) | None => {}
+        }
+    }
+    let late = speaking(late.iter().copied()).map(|last| Late {
+        count: late.len(),
+        last: host_view(last),
+        phase_ended: rec.finished.unwrap_or(rec.updated),
+    });
+    (counted, late)
+}
+
+/// The phases of the site's record a later install superseded.
+fn superseded(state: &SiteDeployState) -> Vec<Superseded> {
+    state
+        .phases
+        .keys()
+        .filter_map(|p| {
+            let (by, booted) = state.superseded(*p)?;
+            Some(Superseded {
+                phase: *p,
+                by,
+                booted,
+            })
+        })
+        .collect()
+}
+
 fn site_row(state: &SiteDeployState, reports: &[StoredReport]) -> HostStatus {
     let bmc = state.bmc.as_ref();
-    let factory = state.phases.get(&Phase::Factory);
+    let factory = state.live(Phase::Factory);
     let oneshot = state
-        .phases
-        .get(&Phase::Oneshot)
+        .live(Phase::Oneshot)
         .filter(|o| factory.is_none_or(|f| o.started >= f.started));
     if let Some(rec) = oneshot {
         return oneshot_row(state, rec, reports);
     }
-    let report = speaking(reports, factory.map(|r| r.started));
-    let row = identity(reports);
+    let (counted, late) = split(&state.site, factory, reports);
+    let report = speaking(counted.iter().copied());
+    let row = identity(&counted);
     HostStatus {
         site: Some(state.site.clone()),
         bmc: bmc.map(|b| b.address.clone()),
         system: bmc.and_then(|b| b.uuid.clone()).or(row.system),
         factory: factory_status(factory, report),
-        site_phase: state.phases.get(&Phase::Site).map(deploy_view),
+        site_phase: state.live(Phase::Site).map(deploy_view),
         logs: report.map(|r| r.report.logs.clone()).unwrap_or_default(),
+        superseded: superseded(state),
+        late,
         ..row
     }
 }
@@ -287,8 +359,9 @@ fn site_row(state: &SiteDeployState, reports: &[StoredReport]) -> HostStatus {
 /// reports) until deploy boots the disk, then deploy's record as the site phase's.
 fn oneshot_row(state: &SiteDeployState, rec: &PhaseRecord, reports: &[StoredReport]) -> HostStatus {
     let bmc = state.bmc.as_ref();
-    let report = speaking(reports, Some(rec.started));
-    let row = identity(reports);
+    let (counted, late) = split(&state.site, Some(rec), reports);
+    let report = speaking(counted.iter().copied());
+    let row = identity(&counted);
     let installed = rec.disk_booted.is_some() || rec.step == STEP_BOOT_DISK;
     let (factory, site_phase) = match installed {
         false => (factory_status(Some(rec), report), None),
@@ -314,6 +387,8 @@ fn oneshot_row(state: &SiteDeployState, rec: &PhaseRecord, reports: &[StoredRepo
         site_phase,
         oneshot: true,
         logs: report.map(|r| r.report.logs.clone()).unwrap_or_default(),
+        superseded: superseded(state),
+        late,
         ..row
     }
 }
@@ -325,22 +400,22 @@ fn damaged_row(d: DamagedRecord, reports: &[StoredReport]) -> HostStatus {
             file: d.path.display().to_string(),
             problem: d.problem,
         }),
-        ..identity(reports)
+        ..identity(&reports.iter().collect::<Vec<_>>())
     }
 }
 
 /// A host known only from its reports.
 fn report_row(reports: &[StoredReport]) -> HostStatus {
-    let report = speaking(reports, None);
+    let report = speaking(reports);
     HostStatus {
         factory: factory_status(None, report),
         logs: report.map(|r| r.report.logs.clone()).unwrap_or_default(),
-        ..identity(reports)
+        ..identity(&reports.iter().collect::<Vec<_>>())
     }
 }
 
-/// Who the host says it is, from its last report; no phase yet.
-fn identity(reports: &[StoredReport]) -> HostStatus {
+/// Who the host says it is, from its last report that counts; no phase yet.
+fn identity(reports: &[&StoredReport]) -> HostStatus {
     let last = reports.last().map(|r| &r.report);
     HostStatus {
         site: None,
@@ -354,6 +429,9 @@ fn identity(reports: &[StoredReport]) -> HostStatus {
         site_phase: None,
         oneshot: false,
         damaged: None,
+        superseded: Vec::new(),
+        late: None,
+        claims_site: None,
         logs: Vec::new(),
     }
 }
@@ -370,7 +448,7 @@ fn deploy_view(rec: &PhaseRecord) -> PhaseStatus {
 
 fn host_view(r: &StoredReport) -> PhaseStatus {
     PhaseStatus {
-        state: install_state(r),
+        state: verdict::install_state(&r.report),
         step: r.report.status.step.clone(),
         updated: r.received,
         error: r.report.status.error.clone(),
@@ -403,15 +481,6 @@ fn factory_status(rec: Option<&PhaseRecord>, report: Option<&StoredReport>) -> O
         (RunState::Running, RunState::Done) => deploy,
     };
     Some(PhaseStatus { updated, ..speaks })
-}
-
-/// The install's state, not the step's: a step done with more to come is a running install.
-fn install_state(r: &StoredReport) -> RunState {
-    match (r.report.finished, r.report.status.state) {
-        (true, s) => s,
-        (false, RunState::Failed) => RunState::Failed,
-        (false, _) => RunState::Running,
-    }
 }
 
 fn deploy_run(base: &Path) -> DeployRun {

@@ -128,7 +128,7 @@ fn trouble_lines(h: &HostStatus, logs: bool) -> String {
             escape_control(&d.problem)
         );
     }
-    let mut out = String::new();
+    let mut out = notes(h, &who);
     if let Some(f) = h.factory.as_ref().filter(|p| p.state == RunState::Failed) {
         out.push_str(&failure_line(&who, "factory", f));
         if logs {
@@ -146,6 +146,36 @@ fn trouble_lines(h: &HostStatus, logs: bool) -> String {
         .filter(|p| p.state == RunState::Failed)
     {
         out.push_str(&failure_line(&who, "site phase", s));
+    }
+    out
+}
+
+/// What the row does not count, and why: a shared-token host claiming a site, records a later
+/// install superseded, own-token reports after the install ended.
+fn notes(h: &HostStatus, who: &str) -> String {
+    let mut out = String::new();
+    if let Some(site) = &h.claims_site {
+        let site = escape_control(site);
+        out.push_str(&format!(
+            "{who}: unverified: it reported with the installation ISO's shared token and the System UUID of site {site}'s BMC; only {site}'s own token speaks for {site}\n"
+        ));
+    }
+    for s in &h.superseded {
+        out.push_str(&format!(
+            "{who}: its {} phase recorded earlier no longer counts: the {} phase booted the host again at {}\n",
+            s.phase.name(),
+            s.by.name(),
+            rfc3339(s.booted)
+        ));
+    }
+    if let Some(l) = &h.late {
+        out.push_str(&format!(
+            "{who}: {} report(s) with its own token arrived after deploy recorded the install's end at {}: not counted (the last said {} at {})\n",
+            l.count,
+            rfc3339(l.phase_ended),
+            state_word(Some(l.last.state)),
+            escape_control(if l.last.step.is_empty() { "-" } else { &l.last.step })
+        ));
     }
     out
 }

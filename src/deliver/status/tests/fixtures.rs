@@ -49,6 +49,12 @@ pub fn stored(
     }
 }
 
+/// `r` as sent with `site`'s own report token.
+pub fn own(site: &str, mut r: StoredReport) -> StoredReport {
+    r.site = Some(site.into());
+    r
+}
+
 pub fn site(name: &str, uuid: &str) -> SiteDeployState {
     let mut s = SiteDeployState::new(name);
     s.bmc = Some(BmcSystem {

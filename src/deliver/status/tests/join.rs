@@ -6,13 +6,26 @@ use crate::deliver::deploy_state::{Phase, save_site};
 use crate::deliver::report_store::REPORTS_FILE;
 use crate::deliver::status::*;
 
+/// Issue 33 item 2: a report with the ISO's shared token and a site's System UUID turned the site
+/// failed. Only a site's own token speaks for it; the shared-token host is a row of its own, named
+/// as claiming the site (unverified).
 #[test]
-fn sites_take_their_hosts_reports_by_system_uuid() {
+fn a_site_takes_only_its_own_tokens_reports_and_a_claim_is_shown_unverified() {
     let d = base(
         &[
-            stored(Some(A), "1", "fetch-seed", RunState::Running, false, 100),
-            stored(Some(B), "1", "precache", RunState::Failed, true, 110),
-            stored(Some(A), "1", "install-host-unit", RunState::Done, true, 120),
+            own(
+                "a17",
+                stored(Some(A), "1", "fetch-seed", RunState::Running, false, 100),
+            ),
+            own(
+                "a18",
+                stored(Some(B), "1", "precache", RunState::Failed, true, 110),
+            ),
+            own(
+                "a17",
+                stored(Some(A), "1", "install-host-unit", RunState::Done, true, 120),
+            ),
+            stored(Some(A), "2", "forged", RunState::Failed, true, 125),
             stored(
                 Some("99999999-0000-0000-0000-000000000000"),
                 "1",
@@ -35,11 +48,13 @@ fn sites_take_their_hosts_reports_by_system_uuid() {
             (Some("a17"), "install-host-unit", Some(RunState::Done)),
             (Some("a18"), "precache", Some(RunState::Failed)),
             (Some("a19"), "", None),
+            (None, "forged", Some(RunState::Failed)),
             (None, "deploy", Some(RunState::Running)),
         ]
     );
     assert_eq!(fleet.hosts[0].bmc.as_deref(), Some("https://bmc-a17"));
     assert_eq!(fleet.hosts[1].logs, ["first", "last"]);
+    assert_eq!(fleet.hosts[3].claims_site.as_deref(), Some("a17"));
     assert_eq!(fleet.problems(), 0);
     let text = render(&fleet, 190, true);
     assert_eq!(
@@ -48,9 +63,12 @@ fn sites_take_their_hosts_reports_by_system_uuid() {
          a17   https://bmc-a17  27946B59-9E44-4FA7-8E91-F3527A1EF094  h-27946b59-9e44-4fa7-8e91-f3527a1ef094  done     -           install-host-unit  1m\n\
          a18   https://bmc-a18  4C4C4544-0000-0000-0000-000000000000  h-4c4c4544-0000-0000-0000-000000000000  failed   -           precache           1m\n\
          a19   https://bmc-a19  11111111-0000-0000-0000-000000000000  -                                       pending  -           -                  -\n\
+         -     -                27946b59-9e44-4fa7-8e91-f3527a1ef094  h-27946b59-9e44-4fa7-8e91-f3527a1ef094  failed   -           forged             1m\n\
          -     -                99999999-0000-0000-0000-000000000000  h-99999999-0000-0000-0000-000000000000  running  -           deploy             1m\n\
          site a18: factory failed at precache: precache broke\n  | first\n  | last\n\
-         4 host(s): 1 done, 1 running, 1 failed, 1 pending\n"
+         host 27946b59-9e44-4fa7-8e91-f3527a1ef094: unverified: it reported with the installation ISO's shared token and the System UUID of site a17's BMC; only a17's own token speaks for a17\n\
+         host 27946b59-9e44-4fa7-8e91-f3527a1ef094: factory failed at forged: forged broke\n  | first\n  | last\n\
+         5 host(s): 1 done, 1 running, 2 failed, 1 pending\n"
     );
     assert!(!render(&fleet, 190, false).contains("| first"));
 }
@@ -81,7 +99,10 @@ fn an_end_report_is_not_undone_by_a_late_start_report_of_the_same_boot() {
 /// `wait-report`.
 #[test]
 fn a_report_since_the_phase_began_speaks_even_when_deploy_wrote_later() {
-    let mut r = stored(Some(A), "1", "precache", RunState::Failed, true, T);
+    let mut r = own(
+        "a17",
+        stored(Some(A), "1", "precache", RunState::Failed, true, T),
+    );
     r.report.status.started = T - 3600;
     r.report.status.updated = T - 3600;
     let mut s = site("a17", A);
@@ -132,8 +153,14 @@ fn a_report_from_before_the_phase_began_never_speaks_for_it() {
     // The second the phase began is an earlier boot's too (a failure just before a --redo).
     let d = base(
         &[
-            stored(Some(A), "1", "old", RunState::Failed, true, 100),
-            stored(Some(A), "1", "old", RunState::Failed, true, 200),
+            own(
+                "a17",
+                stored(Some(A), "1", "old", RunState::Failed, true, 100),
+            ),
+            own(
+                "a17",
+                stored(Some(A), "1", "old", RunState::Failed, true, 200),
+            ),
         ],
         &[s.clone()],
     );
@@ -141,9 +168,8 @@ fn a_report_from_before_the_phase_began_never_speaks_for_it() {
     assert_eq!(steps(std::slice::from_ref(h))[0].1, "boot");
     assert!(h.logs.is_empty(), "an earlier install's journal");
     assert_eq!(
-        h.hostname.as_deref(),
-        Some("h-27946b59-9e44-4fa7-8e91-f3527a1ef094"),
-        "who the host is still shows"
+        h.hostname, None,
+        "who the host is: only what speaks for this phase says"
     );
     // Site phase begun: it is the current phase, the factory's result stays.
     s.phases
@@ -180,7 +206,10 @@ fn host_and_deploy_each_tell_their_part_of_the_factory_phase() {
         s.phases
             .insert(Phase::Factory, record(deploy, "wait-report", 100));
         let d = base(
-            &[stored(Some(A), "1", "precache", host, host != Running, 150)],
+            &[own(
+                "a17",
+                stored(Some(A), "1", "precache", host, host != Running, 150),
+            )],
             &[s],
         );
         let f = hosts(&d)[0].factory.clone().unwrap();
@@ -262,6 +291,7 @@ fn a_report_with_a_site_is_that_sites_whatever_its_body_claims() {
             (Some("a17"), "", None),
             (Some("a18"), "claimed", Some(RunState::Running)),
             (Some("c20"), "lone", Some(RunState::Running)),
+            (None, "shared", Some(RunState::Running)),
         ]
     );
     assert_eq!(fleet_status(d.path(), Some("c20")).unwrap().hosts.len(), 1);
@@ -274,4 +304,78 @@ fn one_site_or_a_clear_error() {
     assert_eq!(rows.len(), 1);
     let err = format!("{:#}", fleet_status(d.path(), Some("zz")).unwrap_err());
     assert!(err.starts_with("site zz: no record in "), "{err}");
+}
+
+/// Issue 33 item 2: a report with the site's own token that arrived after deploy recorded the
+/// factory done turned the site failed and showed another host's name. It is counted, not shown
+/// over the result.
+#[test]
+fn a_report_after_the_phase_ended_never_speaks_over_its_result() {
+    let mut s = site("a17", A);
+    let mut rec = record(RunState::Done, "eject", 100);
+    rec.finished = Some(300);
+    rec.updated = 300;
+    s.phases.insert(Phase::Factory, rec);
+    let mut late = own(
+        "a17",
+        stored(Some(B), "9", "anything", RunState::Failed, true, 400),
+    );
+    late.report.host.hostname = "someone-else".into();
+    let d = base(
+        &[
+            own(
+                "a17",
+                stored(Some(A), "1", "done", RunState::Done, true, 200),
+            ),
+            late,
+        ],
+        &[s],
+    );
+    let fleet = fleet_status(d.path(), None).unwrap();
+    let h = &fleet.hosts[0];
+    assert_eq!(
+        (h.state(), h.factory.as_ref().unwrap().step.as_str()),
+        (Some(RunState::Done), "done")
+    );
+    assert_eq!(
+        h.hostname.as_deref(),
+        Some("h-27946b59-9e44-4fa7-8e91-f3527a1ef094")
+    );
+    assert!(h.logs.is_empty());
+    let text = render(&fleet, 500, true);
+    assert!(
+        text.contains("site a17: 1 report(s) with its own token arrived after deploy recorded the install's end at 1970-01-01T00:05:00Z: not counted (the last said failed at anything)\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("someone-else") && !text.contains("failed at anything:"),
+        "{text}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&render_json(&fleet, 500, false).unwrap()).unwrap();
+    assert_eq!(v["hosts"][0]["state"], "done");
+    assert_eq!(v["hosts"][0]["late"]["count"], 1);
+}
+
+/// Issue 33 item 1: a factory `--redo` booted the host again after its site phase was done; status
+/// showed both phases done for a host holding only the bare seed.
+#[test]
+fn a_site_phase_before_a_new_factory_boot_counts_as_not_started() {
+    let mut s = site("a17", A);
+    let mut factory = record(RunState::Done, "eject", 300);
+    factory.booted = Some(310);
+    s.phases.insert(Phase::Factory, factory);
+    s.phases
+        .insert(Phase::Site, record(RunState::Done, "eject", 200));
+    let d = base(&[], &[s]);
+    let fleet = fleet_status(d.path(), None).unwrap();
+    let h = &fleet.hosts[0];
+    assert_eq!((h.phase(), h.site_phase.as_ref()), (Phase::Factory, None));
+    let text = render(&fleet, 400, false);
+    let row: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[4..6], ["done", "-"], "{text}");
+    assert!(
+        text.contains("site a17: its site phase recorded earlier no longer counts: the factory phase booted the host again at 1970-01-01T00:05:10Z\n"),
+        "{text}"
+    );
 }

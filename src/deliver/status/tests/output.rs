@@ -16,13 +16,9 @@ fn both_phases_show_and_json_has_them() {
     s.phases
         .insert(Phase::Site, record(RunState::Failed, "watch", 200));
     let d = base(
-        &[stored(
-            Some(A),
-            "1",
-            "install-host-unit",
-            RunState::Done,
-            true,
-            150,
+        &[own(
+            "a17",
+            stored(Some(A), "1", "install-host-unit", RunState::Done, true, 150),
         )],
         &[s],
     );
@@ -152,13 +148,9 @@ fn a_damaged_record_is_a_row_of_its_own_and_hides_nothing() {
 #[test]
 fn json_has_ages_states_and_logs_only_when_asked() {
     let d = base(
-        &[stored(
-            Some(B),
-            "1",
-            "precache",
-            RunState::Failed,
-            true,
-            100,
+        &[own(
+            "a18",
+            stored(Some(B), "1", "precache", RunState::Failed, true, 100),
         )],
         &[site("a18", B)],
     );
