@@ -509,6 +509,22 @@ fn inventory_and_base_errors_are_reported_together_and_write_nothing() {
     );
     assert!(!base.path().join("sites").exists(), "nothing written");
 
+    // Issue 33 item 13: a broken fleet extra manifest is named under BASE as given, as the
+    // inventory is (it was `extra-manifests/…`, relative to nothing the user gave).
+    fs::write(&inv, "sites:\n- name: a\n  hostname: h\n").unwrap();
+    fs::write(base.path().join("extra-manifests/bad.yaml"), "kind: [\n").unwrap();
+    let out = batch(base.path(), "sites.yaml", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with(&format!(
+            "error: {}: document 1: not valid YAML",
+            base.path().join("extra-manifests/bad.yaml").display()
+        )),
+        "{err}"
+    );
+    fs::remove_file(base.path().join("extra-manifests/bad.yaml")).unwrap();
+
     // A missing inventory names the path.
     let out = batch(base.path(), "nope.yaml", &[]);
     assert_eq!(out.status.code(), Some(1));

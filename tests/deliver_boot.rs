@@ -319,6 +319,46 @@ fn boot_errors_say_what_went_wrong_each_its_own_way() {
     );
 }
 
+/// Issue 33 item 12: a hostile BMC (a raw HTTP server standing for one that answers every call
+/// with an error whose text holds an escape sequence, a carriage return and a newline) printed a
+/// line of its own through `ibi boot`'s error (`forged: ok`). Escaped, newline too, as deploy does.
+#[test]
+fn boot_escapes_a_hostile_bmcs_newline() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("address");
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut buf = [0u8; 8192];
+            let _ = s.read(&mut buf);
+            let body = serde_json::json!({"error": {"message": "refused \u{1b}]0;pwned\u{7}\r\nforged: ok"}})
+                .to_string();
+            let _ = write!(
+                s,
+                "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let bmc = format!("http://{addr}");
+    let out = ibi_env(
+        &["boot", "--bmc", &bmc, "--timeout", "60"],
+        &[("IBI_ISO_URL", "http://127.0.0.1:9/t/x.iso")],
+    );
+    let t = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        t.contains("refused \\x1b]0;pwned\\x07\\r\\nforged: ok"),
+        "{t}"
+    );
+    assert!(
+        !t.lines().any(|l| l.starts_with("forged")),
+        "the BMC printed a line of its own: {t:?}"
+    );
+    assert!(!t.chars().any(|c| c.is_control() && c != '\n'), "{t:?}");
+}
+
 #[test]
 fn boot_names_a_bmc_that_drops_the_connection_after_retrying() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

@@ -322,6 +322,8 @@ fn every_mistake_is_found_before_any_host_is_touched() {
             "/nonexistent/c-password",
             1,
         );
+    // And a site with no bmc: at all (item 13): named with its line.
+    let typos = format!("{typos}  - name: e\n    hostname: sno-e\n");
     std::fs::write(f.inventory(), &typos).unwrap();
     for check in [&["--check"][..], &[]] {
         let (code, out, err) = run(check);
@@ -359,7 +361,15 @@ fn every_mistake_is_found_before_any_host_is_touched() {
             ),
             "{out}"
         );
-        assert!(err.contains("4 finding(s), listed above"), "{err}");
+        assert!(
+            row(
+                "e",
+                "inventory",
+                "sites.yaml:24: sites[3].bmc (site e): missing: deploy drives the site's host through its BMC"
+            ),
+            "{out}"
+        );
+        assert!(err.contains("5 finding(s), listed above"), "{err}");
     }
 
     // Four mistakes of other kinds, one table.

@@ -12,6 +12,7 @@ use crate::redfish::system::Patience;
 use crate::redfish::{ClientOptions, Credentials, RetryPolicy, Trust};
 use crate::util::fs::read_input_file;
 use crate::util::secret::Secret;
+use crate::util::text::escape_control;
 
 /// The environment variable holding the BMC password when no file is given.
 const PASSWORD_ENV: &str = "IBI_BMC_PASSWORD";
@@ -66,13 +67,22 @@ pub fn run(o: &BootOpts) -> Result<()> {
         trust: TRUST_WAYS,
         ca_given: ca.as_deref(),
     };
-    let report = boot::run(&req).map_err(|e| boot::advise(e, &ways))?;
-    println!("bmc     {}", report.bmc);
-    println!("system  {}", report.system);
-    println!("media   {}", report.media);
-    println!("image   {}", report.image);
-    println!("boot    {}", report.boot);
-    println!("power   {}", report.power);
+    // Everything here may carry a BMC's words (paths it links, its error text): printed with every
+    // control character escaped, newlines too, as deploy prints them, so a BMC cannot print a line
+    // of its own.
+    let report = boot::run(&req)
+        .map_err(|e| boot::advise(e, &ways))
+        .map_err(|e| anyhow::anyhow!("{}", escape_control(&format!("{e:#}"))))?;
+    for (key, value) in [
+        ("bmc", &report.bmc),
+        ("system", &report.system),
+        ("media", &report.media),
+        ("image", &report.image),
+        ("boot", &report.boot),
+        ("power", &report.power),
+    ] {
+        println!("{key:<7} {}", escape_control(value));
+    }
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 //! ([`SiteRules`]), whose findings join the others.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tracing::warn;
 
@@ -31,6 +31,8 @@ pub struct Fleet {
     pub sites: Vec<SiteEntry>,
     pub base: FleetBase,
     pub manifests: Vec<ExtraManifest>,
+    /// BASE as given, so findings name the fleet's extra manifests where they are.
+    pub base_dir: PathBuf,
 }
 
 /// Reads and checks the inventory, the base in `base_dir` and `base_dir/extra-manifests/`, and runs
@@ -50,10 +52,11 @@ pub fn load_fleet(
             sites
         });
     let base = findings_into(load_fleet_base(base_dir), &mut findings)?;
-    let (manifests, f, warnings) = load_extra_manifests(&base_dir.join(EXTRA_MANIFESTS_DIR))?;
+    let (manifests, mut f, warnings) = load_extra_manifests(&base_dir.join(EXTRA_MANIFESTS_DIR))?;
+    name_manifests(base_dir, &mut f);
     findings.extend(f);
     for w in warnings {
-        warn!("{w}");
+        warn!("{}", under_base(base_dir, &w).unwrap_or(w));
     }
     if let Some(inv) = &sites {
         for site in &inv.sites {
@@ -68,6 +71,7 @@ pub fn load_fleet(
         sites: inventory_data.sites,
         base,
         manifests,
+        base_dir: base_dir.to_path_buf(),
     };
     if !findings.is_empty() {
         // The run stops here; every site's own findings come along, so one run shows them all.
@@ -90,14 +94,37 @@ impl Fleet {
     /// every finding names where to fix it (a [`ValidationError`]).
     pub fn site_inputs(&self, site: &SiteEntry) -> anyhow::Result<SiteInputs> {
         let files = self.base.render(site)?;
-        Ok(site_inputs(
+        site_inputs(
             &self.base,
             &self.inventory_file,
             site,
             &files,
             self.manifests.clone(),
-        )?)
+        )
+        .map_err(|mut e| {
+            name_manifests(&self.base_dir, &mut e.findings);
+            e.into()
+        })
     }
+}
+
+/// The fleet's extra manifests named where they are, under BASE as given (`fl/extra-manifests/x.yaml`),
+/// as the inventory and the base's files are, not as a site's tree names them.
+fn name_manifests(base_dir: &Path, findings: &mut [Finding]) {
+    for f in findings {
+        if let Some(named) = under_base(base_dir, &f.file) {
+            f.file = named;
+        }
+    }
+}
+
+/// `text` with BASE in front, when it starts with an extra manifest's name and BASE is not `.`.
+fn under_base(base_dir: &Path, text: &str) -> Option<String> {
+    let in_dir = text
+        .strip_prefix(EXTRA_MANIFESTS_DIR)
+        .is_some_and(|rest| rest.starts_with('/'));
+    let here = base_dir.as_os_str().is_empty() || base_dir == Path::new(".");
+    (in_dir && !here).then(|| base_dir.join(text).display().to_string())
 }
 
 /// Drops repeated findings (a base value every site inherits is one problem, not one per site).

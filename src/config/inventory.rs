@@ -823,10 +823,15 @@ impl SiteEntry {
 
     /// `INVENTORY:LINE: sites[i].bmc.KEY (site s)` (no line in CSV, whose field names it).
     fn bmc_field(&self, inventory: &std::path::Path, key: &str) -> String {
-        let key = format!("bmc.{key}");
-        match self.line(&key) {
-            Some(line) => format!("{}:{line}: {}", inventory.display(), self.field(&key)),
-            None => format!("{}: {}", inventory.display(), self.field(&key)),
+        self.located(inventory, &format!("bmc.{key}"))
+    }
+
+    /// `INVENTORY:LINE: sites[i].KEY (site s)`: the key's line, or its nearest parent's (the
+    /// site's entry for a key it lacks); no line in CSV, whose field names it.
+    pub fn located(&self, inventory: &std::path::Path, key: &str) -> String {
+        match self.line(key) {
+            Some(line) => format!("{}:{line}: {}", inventory.display(), self.field(key)),
+            None => format!("{}: {}", inventory.display(), self.field(key)),
         }
     }
 }

@@ -180,6 +180,16 @@ impl BmcEntry {
         };
         let path = relative_to(inventory, file);
         let bytes = read_input_file(&path, MAX_SMALL_FILE).with_context(|| at("caFile"))?;
+        // Checked here, so the file and the field are named (an empty file would otherwise surface
+        // as an error of the BMC's client, as if the BMC had answered something).
+        let certs = openssl::x509::X509::stack_from_pem(&bytes).unwrap_or_default();
+        if certs.is_empty() {
+            bail!(
+                "{}: {} holds no PEM certificate (the CA that signed the BMC's certificate)",
+                at("caFile"),
+                path.display()
+            );
+        }
         Ok(Some(bytes))
     }
 }
@@ -373,6 +383,17 @@ mod tests {
                 d.path().join("bmc/ca.pem").display()
             )),
             "{err}"
+        );
+        // Issue 33 item 13: an empty caFile is the file's and the field's fault, named so.
+        std::fs::write(d.path().join("bmc/ca.pem"), "").unwrap();
+        let err = format!("{:#}", inv.sites[0].bmc_ca(&inventory).unwrap_err());
+        assert_eq!(
+            err,
+            format!(
+                "{}:8: sites[0].bmc.caFile (site a17): {} holds no PEM certificate (the CA that signed the BMC's certificate)",
+                inventory.display(),
+                d.path().join("bmc/ca.pem").display()
+            )
         );
         let text = site(
             "      address: https://b\n      user: u\n      passwordEnv: IBI_TEST_UNSET_BMC_PW\n",

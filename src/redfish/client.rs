@@ -20,6 +20,7 @@ use tracing::{debug, warn};
 
 use super::error::{RedfishError, error_details};
 use crate::util::secret::{Secret, scrub};
+use crate::util::text::escape_control;
 
 /// The Redfish session header (DSP0266 "Session login").
 const AUTH_TOKEN_HEADER: &str = "X-Auth-Token";
@@ -377,7 +378,7 @@ impl Client {
                         bmc: self.origin.clone(),
                         task: monitor,
                         state: s.to_string(),
-                        message: scrub(&task_messages(&r.body), &self.redact),
+                        message: escape_control(&scrub(&task_messages(&r.body), &self.redact)),
                     });
                 }
                 Some(TASK_DONE_STATE) => return Ok(r),
@@ -471,10 +472,13 @@ impl Client {
             return Ok(reply(status, &headers, &bytes));
         }
         let (message_ids, message) = error_details(&bytes);
+        // The BMC's words, escaped here (newlines too), so no error that carries them can move a
+        // terminal's cursor or print a line of the BMC's own, whoever prints it.
+        let message_ids = message_ids.iter().map(|m| escape_control(m)).collect();
         let (bmc, call, message) = (
             self.origin.clone(),
             call.to_string(),
-            scrub(&message, &self.redact),
+            escape_control(&scrub(&message, &self.redact)),
         );
         Err(match status {
             401 | 403 => Failure::Unauthorized(RedfishError::Unauthorized {

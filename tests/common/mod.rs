@@ -66,7 +66,10 @@ pub fn copy_tree(src: &Path, dst: &Path) {
 
 /// Runs `ibi ARGS` with a fixed SOURCE_DATE_EPOCH unless the caller overrides env.
 pub fn ibi(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ibi"));
+    // `IBI_TEST_BINARY` runs another build (to show a test failing on an older one).
+    let bin =
+        std::env::var_os("IBI_TEST_BINARY").unwrap_or_else(|| env!("CARGO_BIN_EXE_ibi").into());
+    let mut cmd = Command::new(bin);
     cmd.args(args).env_remove("RUST_LOG");
     for (k, v) in envs {
         cmd.env(k, v);

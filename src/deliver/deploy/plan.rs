@@ -189,9 +189,8 @@ fn target(o: &DeployOptions, site: &SiteEntry) -> Target {
 fn bmc(inventory: &Path, site: &SiteEntry) -> Result<Bmc> {
     let Some(entry) = &site.bmc else {
         bail!(
-            "{}: site {} has no bmc: (address, user, passwordFile or passwordEnv, caFile or insecure)",
-            inventory.display(),
-            site.name
+            "{}: missing: deploy drives the site's host through its BMC (bmc: with address, user, passwordFile or passwordEnv, caFile or insecure)",
+            site.located(inventory, "bmc")
         );
     };
     let url = Url::parse(&entry.address)
