@@ -542,6 +542,7 @@ fn request(emu: &Emulator, job: Job) -> BootRequest {
             }),
             request_timeout: Duration::from_secs(60),
             retry: RetryPolicy::default(),
+            label: None,
         },
         job,
         timeout: Duration::from_secs(120),

@@ -1000,7 +1000,7 @@ fn a_site_phase_older_than_the_factory_boot_is_run_again() {
     let emu = Emulator::start_with_uuid(&bin, UUIDS[0]);
     let (base, names) = example_fleet_base(&[(&emu, None)]);
     let b = base.path();
-    build_sites(b);
+    // Its configuration ISO is not built: deploy builds it, and says so (issue 33 item 11).
     let site = &names[0];
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -1054,6 +1054,13 @@ fn a_site_phase_older_than_the_factory_boot_is_run_again() {
         "{err}"
     );
     assert!(!err.contains("done by an earlier run"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "deploy: building the configuration ISO of 1 site(s) that have none ({site}) under {}",
+            b.join("sites").display()
+        )) && err.contains("deploy: configuration ISOs built in "),
+        "{err}"
+    );
     let log = requests(&emu);
     assert!(
         log.contains("InsertMedia") && log.contains("ComputerSystem.Reset"),

@@ -101,6 +101,15 @@ fn a_finished_host_is_never_booted_again_and_an_interrupt_leaves_it_resumable() 
     assert!(state_is(&f, "a", "failed", "eject"), "{:?}", f.phase("a"));
     let err2 = f.output("run2", "stderr");
     assert!(err2.contains("error: site a: ejecting: "), "{err2}");
+    // Issue 33 item 11: the BMC client's retry lines name their site.
+    let retries: Vec<&str> = err2.lines().filter(|l| l.contains("; try ")).collect();
+    assert!(!retries.is_empty(), "{err2}");
+    assert!(
+        retries
+            .iter()
+            .all(|l| l.starts_with(" WARN site a: BMC https://")),
+        "{err2}"
+    );
 
     // Run 3: the BMC is back; only the eject is left.
     f.emulators[0].resume();
@@ -598,4 +607,80 @@ fn wait_exit_within(child: &mut std::process::Child, bound: Duration) -> std::pr
         std::thread::sleep(Duration::from_millis(200));
     }
     common::deliver::stop_child(child)
+}
+
+/// Issue 33 items 10 and 11: Ctrl-C while a BMC job is under way (site b's boot hangs, injected with
+/// `IBI_FAULT_HANG`, standing for a BMC that stops answering mid-job) says at once which job deploy
+/// waits for and that a second Ctrl-C abandons it; the second names the site whose job was cut and
+/// the state its record was left in, and the table still comes, each interrupted row timed to the
+/// interruption. The BMC's warnings name their site.
+#[test]
+fn ctrl_c_says_what_it_waits_for_and_a_second_one_what_it_left() {
+    const NAME: &str = "ctrl_c_says_what_it_waits_for_and_a_second_one_what_it_left";
+    if !cfg!(feature = "fault-injection") {
+        common::skip(
+            NAME,
+            "needs the fault-injection feature (tests/run builds with it)",
+        );
+        return;
+    }
+    let Some(bin) = sushy_emulator(TEST) else {
+        return;
+    };
+    let f = fleet(
+        &bin,
+        &[
+            ("a", "a1a1a1a1-0000-4000-8000-00000000000a"),
+            ("b", "b2b2b2b2-0000-4000-8000-00000000000b"),
+        ],
+        &TIMEOUTS,
+    );
+    let port = f.emulators[1].url.rsplit(':').next().unwrap().to_string();
+    let hang = format!("bmc-boot@127.0.0.1:{port}");
+    let mut run = f.spawn_env("run", &[], &[("IBI_FAULT_HANG", &hang)]);
+    play_until(&f, &mut run, "run", &[], |f| {
+        state_is(f, "a", "running", "wait-report")
+            && f.record("b")
+                .is_some_and(|r| r["bmc"]["system"].is_string())
+    });
+    // Time passes while a waits, so its TIME is the time to the interruption, not to its last save.
+    std::thread::sleep(Duration::from_secs(3));
+    kill_process(Pid::from_child(&run), Signal::INT).unwrap();
+    let told = "interrupted: starting nothing new; 1 job(s) finishing, at most 60 s: b (boot); Ctrl-C again abandons them";
+    play_until(&f, &mut run, "run", &[], |f| {
+        f.output("run", "stderr").contains(told)
+    });
+    kill_process(Pid::from_child(&run), Signal::INT).unwrap();
+    let status = wait_exit_within(&mut run, Duration::from_secs(60));
+    let (out, err) = (f.output("run", "stdout"), f.output("run", "stderr"));
+    eprintln!("stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("interrupted again: abandoned b (boot cut: not powered on for this phase: a re-run boots it)"),
+        "{err}"
+    );
+    let cells = |site: &str| -> Vec<String> {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{site} ")))
+            .unwrap();
+        line.split_whitespace().map(String::from).collect()
+    };
+    assert_eq!(
+        cells("a")[3..6],
+        ["interrupted", "at", "wait-report"],
+        "{out}"
+    );
+    assert_eq!(cells("b")[3..6], ["interrupted", "at", "boot"], "{out}");
+    assert_ne!(cells("a")[6], "0:00", "the time to the interruption: {out}");
+    assert!(err.ends_with("interrupted: re-run to resume\n"), "{err}");
+    // Item 11: the CD override warning names its site (the fake driver keeps the override
+    // continuous), once for a's one boot.
+    assert_eq!(
+        err.matches("WARN site a: the BMC keeps the CD override continuous")
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(!err.contains("WARN the BMC keeps"), "{err}");
 }

@@ -53,6 +53,7 @@ pub fn run(o: &BootOpts) -> Result<()> {
             credentials: credentials(o)?,
             request_timeout: REQUEST_TIMEOUT,
             retry: RetryPolicy::default(),
+            label: None,
         },
         job,
         timeout: Duration::from_secs(o.timeout),

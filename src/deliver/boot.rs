@@ -235,7 +235,7 @@ pub fn run_observed(
         system: report.system.clone(),
         uuid: report.uuid.clone(),
     })?;
-    crate::util::fault::panic_point(req.job.fault_point(), &report.bmc);
+    crate::util::fault::point(req.job.fault_point(), &report.bmc);
     match &req.job {
         Job::Eject => eject(&mut c, &sys, &slots, &req.patience, &mut report)?,
         Job::Boot { .. } | Job::BootDisk => {
@@ -355,7 +355,8 @@ fn cd_override_kept(c: &mut Client, path: &str) -> Result<String> {
     Ok(match enabled.as_deref() {
         Some(system::ENABLED_CONTINUOUS) => {
             tracing::warn!(
-                "the BMC keeps the CD override continuous (it ignored Once): the host boots the CD at every power-on until the media is ejected"
+                "{}the BMC keeps the CD override continuous (it ignored Once): the host boots the CD at every power-on until the media is ejected",
+                c.prefix()
             );
             CD_CONTINUOUS.to_string()
         }

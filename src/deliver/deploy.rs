@@ -16,6 +16,7 @@ mod preflight;
 mod progress;
 mod record;
 mod run;
+mod signals;
 mod summary;
 mod tokens;
 

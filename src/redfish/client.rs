@@ -93,6 +93,18 @@ pub struct ClientOptions {
     /// The bound on one request without its own timeout.
     pub request_timeout: Duration,
     pub retry: RetryPolicy,
+    /// Who the client works for, put in front of its warnings (`ibi deploy`: `site a17`), so a line
+    /// from one of many clients says whose it is.
+    pub label: Option<String>,
+}
+
+impl ClientOptions {
+    /// `label: ` when there is one.
+    pub fn prefix(&self) -> String {
+        self.label
+            .as_deref()
+            .map_or(String::new(), |l| format!("{l}: "))
+    }
 }
 
 /// An answered call: status, the headers callers use, and the JSON body (`Null` when empty).
@@ -249,6 +261,11 @@ impl Client {
         Err(last.unwrap_or_else(|| self.protocol(path, "no PATCH was sent".into())))
     }
 
+    /// Its label with `: ` ([`ClientOptions::label`]), for the warnings of its callers.
+    pub fn prefix(&self) -> String {
+        self.opts.prefix()
+    }
+
     /// Deletes the session this client logged in with, if any (best effort, bounded).
     pub fn logout(&mut self) {
         let Auth::Session { uri: Some(uri), .. } = &self.auth else {
@@ -257,7 +274,11 @@ impl Client {
         let uri = uri.clone();
         match self.send_once(&Method::DELETE, &uri, None, None, LOGOUT_TIMEOUT, true) {
             Ok(_) => debug!(bmc = %self.origin, "session deleted"),
-            Err(f) => warn!("could not delete the session: {}", f.into_error()),
+            Err(f) => warn!(
+                "{}could not delete the session: {}",
+                self.opts.prefix(),
+                f.into_error()
+            ),
         }
         self.auth = Auth::Pending;
     }
@@ -306,7 +327,8 @@ impl Client {
                     attempt += 1;
                     let wait = self.opts.retry.delay(attempt, retry_after);
                     warn!(
-                        "{err}; try {attempt} of {} in {wait:?}",
+                        "{}{err}; try {attempt} of {} in {wait:?}",
+                        self.opts.prefix(),
                         self.opts.retry.attempts
                     );
                     sleep(wait);
@@ -845,6 +867,7 @@ mod tests {
             trust: Trust::System,
             credentials: None,
             request_timeout: Duration::from_secs(10),
+            label: None,
             retry: RetryPolicy {
                 attempts: 4,
                 first_delay: Duration::from_millis(1),

@@ -4,27 +4,38 @@
 //! an empty function and the product has no such switch.
 //!
 //! `IBI_FAULT_PANIC=POINT@SUBJECT[,…]` panics at the named point when the subject contains
-//! SUBJECT. The BMC jobs' points are `bmc-boot`, `bmc-eject`, `bmc-boot-disk` and `bmc-check`, once
-//! the System is found; their subject is the BMC's address.
+//! SUBJECT; `IBI_FAULT_HANG=…` stops there instead, for [`HANG`] (a BMC that stops answering). The
+//! BMC jobs' points are `bmc-boot`, `bmc-eject`, `bmc-boot-disk` and `bmc-check`, once the System is
+//! found; their subject is the BMC's address.
+
+use std::time::Duration;
 
 /// The variable naming the points that panic.
 pub const PANIC_VAR: &str = "IBI_FAULT_PANIC";
+/// The variable naming the points that hang.
+pub const HANG_VAR: &str = "IBI_FAULT_HANG";
+/// How long a point hangs: longer than any test waits.
+pub const HANG: Duration = Duration::from_secs(900);
 
-/// Panics when [`PANIC_VAR`] names `point` for `subject` (feature `fault-injection` only).
+/// Panics when [`PANIC_VAR`] names `point` for `subject`, hangs when [`HANG_VAR`] does (feature
+/// `fault-injection` only).
 #[cfg(feature = "fault-injection")]
-pub fn panic_point(point: &str, subject: &str) {
+pub fn point(point: &str, subject: &str) {
     if let Some(spec) = std::env::var(PANIC_VAR)
         .ok()
         .filter(|v| wants(v, point, subject))
     {
         panic!("injected fault {spec:?} at {point} for {subject}");
     }
+    if std::env::var(HANG_VAR).is_ok_and(|v| wants(&v, point, subject)) {
+        std::thread::sleep(HANG);
+    }
 }
 
 /// Without the feature: nothing.
 #[cfg(not(feature = "fault-injection"))]
 #[inline(always)]
-pub fn panic_point(_point: &str, _subject: &str) {}
+pub fn point(_point: &str, _subject: &str) {}
 
 /// Whether `spec` (the variable's value) names `point` for `subject`.
 #[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]

@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,7 @@ use super::progress::Progress;
 use super::record::{
     Record, Resume, STEP_BOOT, STEP_BOOT_DISK, STEP_EJECT, STEP_WAIT_REPORT, STEP_WATCH,
 };
+use super::signals::Signals;
 use super::summary::{Ending, SiteOutcome};
 use crate::contract::agent_status::RunState;
 use crate::deliver::boot::{self, BootEvent, BootFrom, BootRequest, Job};
@@ -55,8 +56,8 @@ pub struct Ctx<'a> {
     pub server: &'a Running,
     /// The factory's ways of hearing that a host is done.
     pub signals: HostSignals,
-    /// The signal that asked to stop (0: none yet).
-    pub interrupt: Arc<AtomicUsize>,
+    /// SIGINT and SIGTERM, as heard.
+    pub interrupt: Arc<Signals>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +91,8 @@ struct Site<'t> {
     rec: Option<Record>,
     stage: Stage,
     busy: bool,
+    /// The job that holds it while `busy` (`boot`, `eject`, `disk boot`, `power read`, `cluster look`).
+    job: &'static str,
     deadline: Option<Instant>,
     next_look: Instant,
     /// The site phase's watch; `None` while a look holds it.
@@ -182,7 +185,7 @@ impl<'a, 't> Engine<'a, 't> {
     /// (`None` for a site an interrupt left under way).
     pub fn run(mut self) -> Vec<(String, Option<Ending>)> {
         loop {
-            let stop = self.ctx.interrupt.load(Ordering::SeqCst) != 0;
+            let stop = self.ctx.interrupt.first().is_some();
             if !stop {
                 self.step();
             }
@@ -192,7 +195,10 @@ impl<'a, 't> Engine<'a, 't> {
                 break;
             }
             if stop {
-                self.drain_for(STOP_GRACE);
+                self.tell_finishing();
+                if !self.drain_for(STOP_GRACE) {
+                    self.tell_abandoned();
+                }
                 break;
             }
             match self.rx.recv_timeout(TICK) {
@@ -218,18 +224,70 @@ impl<'a, 't> Engine<'a, 't> {
             .collect()
     }
 
-    /// After an interrupt: the results of the jobs under way, for at most `grace`.
-    fn drain_for(&mut self, grace: Duration) {
+    /// After an interrupt: the results of the jobs under way, for at most `grace`, or until a second
+    /// signal; whether every job ended.
+    fn drain_for(&mut self, grace: Duration) -> bool {
         let end = Instant::now() + grace;
         while self.bmc.busy() + self.looks.as_ref().map_or(0, Pool::busy) > 0 {
+            if self.ctx.interrupt.again() {
+                return false;
+            }
             let left = end.saturating_duration_since(Instant::now());
             match self.rx.recv_timeout(left.min(TICK)) {
                 Ok(m) => self.handle(m),
-                Err(RecvTimeoutError::Timeout) if left.is_zero() => return,
+                Err(RecvTimeoutError::Timeout) if left.is_zero() => return false,
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Disconnected) => return false,
             }
         }
+        true
+    }
+
+    /// The sites whose job is under way, as `a17 (boot)`.
+    fn under_way(&self) -> Vec<String> {
+        self.sites
+            .iter()
+            .filter(|s| s.busy)
+            .map(|s| format!("{} ({})", escape_control(&s.t.name), s.job))
+            .collect()
+    }
+
+    /// Said at once on the first signal: what deploy waits for, and how not to.
+    fn tell_finishing(&self) {
+        let jobs = self.under_way();
+        let line = match jobs.len() {
+            0 => "interrupted: no job under way; stopping".to_string(),
+            n => format!(
+                "interrupted: starting nothing new; {n} job(s) finishing, at most {} s: {}; Ctrl-C again abandons them",
+                STOP_GRACE.as_secs(),
+                jobs.join(", ")
+            ),
+        };
+        self.progress.say(&line);
+    }
+
+    /// Said when jobs were left running (a second signal, or the grace ran out): each site whose
+    /// job was cut, and what its record says was done, so the user knows what a re-run does.
+    fn tell_abandoned(&self) {
+        let o = self.ctx.opts;
+        let left: Vec<String> = self
+            .sites
+            .iter()
+            .filter(|s| s.busy)
+            .map(|s| {
+                let state = Record::open(&o.base, &s.t.name, o.phase, &s.t.address)
+                    .map_or("its record cannot be read: check the host", |r| {
+                        left_as(r.resume(false))
+                    });
+                format!("{} ({} cut: {state})", escape_control(&s.t.name), s.job)
+            })
+            .collect();
+        let why = match self.ctx.interrupt.again() {
+            true => "interrupted again",
+            false => "the jobs did not finish in time",
+        };
+        self.progress
+            .say(&format!("{why}: abandoned {}", left.join("; ")));
     }
 
     fn start_site(&mut self, t: &'t Target, failure: Option<&String>) -> Site<'t> {
@@ -239,6 +297,7 @@ impl<'a, 't> Engine<'a, 't> {
             rec: None,
             stage: Stage::Finished,
             busy: false,
+            job: "",
             deadline: None,
             next_look: Instant::now(),
             watcher: None,
@@ -489,6 +548,7 @@ impl<'a, 't> Engine<'a, 't> {
         let mut seen = self.sites[i].sent_seen;
         self.sites[i].busy = true;
         let panicked = on_panic(&tx, Worker::Bmc, i, "boot");
+        self.sites[i].job = "boot";
         self.bmc.run(
             move || {
                 // Saved before the job goes on: the System before anything changes, the bytes once the
@@ -521,6 +581,7 @@ impl<'a, 't> Engine<'a, 't> {
         let tx = self.tx.clone();
         self.sites[i].busy = true;
         let panicked = on_panic(&tx, Worker::Bmc, i, "eject");
+        self.sites[i].job = "eject";
         self.bmc.run(
             move || {
                 let result = boot::run(&req).map(|_| ());
@@ -541,6 +602,7 @@ impl<'a, 't> Engine<'a, 't> {
         let tx = self.tx.clone();
         self.sites[i].busy = true;
         let panicked = on_panic(&tx, Worker::Bmc, i, "disk boot");
+        self.sites[i].job = "disk boot";
         self.bmc.run(
             move || {
                 let result = boot::run_observed(&req, &mut |ev| match ev {
@@ -666,6 +728,7 @@ impl<'a, 't> Engine<'a, 't> {
         let (bmc, tx) = (bmc.clone(), self.tx.clone());
         self.sites[i].busy = true;
         let panicked = on_panic(&tx, Worker::Bmc, i, "power read");
+        self.sites[i].job = "power read";
         self.bmc.run(
             move || {
                 let result = power(&bmc, &path);
@@ -690,6 +753,7 @@ impl<'a, 't> Engine<'a, 't> {
         let tx = self.tx.clone();
         self.sites[i].busy = true;
         let panicked = on_panic(&tx, Worker::Look, i, "cluster look");
+        self.sites[i].job = "cluster look";
         pool.run(
             move || {
                 let result = w.look(&mut |_| {});
@@ -919,6 +983,18 @@ impl<'a, 't> Engine<'a, 't> {
     }
 }
 
+/// What a site's record says was done, as a re-run will take it up.
+fn left_as(resume: Resume) -> &'static str {
+    match resume {
+        Resume::Done => "done",
+        Resume::Boot => "not powered on for this phase: a re-run boots it",
+        Resume::Wait => "booted: a re-run waits for it, without booting it again",
+        Resume::Eject => "installed: a re-run only ejects",
+        Resume::BootDisk => "installed: a re-run boots its disk",
+        Resume::Watch => "its disk booted: a re-run watches its cluster",
+    }
+}
+
 /// The phase's first wait.
 fn wait_step(phase: Phase) -> &'static str {
     match phase {
@@ -966,12 +1042,22 @@ fn power(bmc: &Bmc, system_path: &str) -> Result<String> {
     state.map_err(|e| anyhow!("{e:#}"))
 }
 
-/// How a site ended, as the summary shows it.
-pub fn outcome(o: &DeployOptions, t: &Target, ending: Option<Ending>) -> SiteOutcome {
+/// How a site ended, as the summary shows it; `interrupted_at`, when the first signal came.
+pub fn outcome(
+    o: &DeployOptions,
+    t: &Target,
+    ending: Option<Ending>,
+    interrupted_at: Option<u64>,
+) -> SiteOutcome {
     let rec = Record::open(&o.base, &t.name, o.phase, &t.address).ok();
     let phase = rec.as_ref().and_then(|r| r.get().cloned());
     let took = phase.as_ref().map_or(Duration::ZERO, |p| {
-        Duration::from_secs(p.finished.unwrap_or(p.updated).saturating_sub(p.started))
+        // Under way when interrupted: the time to the interruption.
+        let end = match (&ending, interrupted_at) {
+            (None, Some(at)) => at,
+            _ => p.finished.unwrap_or(p.updated),
+        };
+        Duration::from_secs(end.saturating_sub(p.started))
     });
     SiteOutcome {
         site: t.name.clone(),

@@ -21,6 +21,7 @@ use crate::install_image::site_tree::read_site_tree;
 use crate::install_image::variant::{RECIPE_FILE, load_recipe};
 use crate::redfish::{ClientOptions, Credentials, RetryPolicy, Trust};
 use crate::util::secret::Secret;
+use crate::util::text::escape_control;
 
 /// One BMC request's bound; the insert (during which BMCs may download the image) gets the
 /// whole BMC job's timeout.
@@ -215,6 +216,7 @@ fn bmc(inventory: &Path, site: &SiteEntry) -> Result<Bmc> {
             credentials,
             request_timeout: REQUEST_TIMEOUT,
             retry: RetryPolicy::default(),
+            label: Some(format!("site {}", escape_control(&site.name))),
         },
     })
 }
@@ -248,11 +250,34 @@ pub fn factory_signals(base: &Path) -> Result<HostSignals> {
 /// The site phase builds the configuration ISOs that are missing with the batch builder (which
 /// leaves unchanged sites alone); a site whose build fails fails alone.
 pub fn build_missing(o: &DeployOptions, targets: &[Target]) -> Result<Vec<(String, String)>> {
-    let missing = targets.iter().any(|t| !t.dir.join(ISO_FILE_NAME).is_file());
-    if !missing {
+    let missing: Vec<&str> = targets
+        .iter()
+        .filter(|t| !t.dir.join(ISO_FILE_NAME).is_file())
+        .map(|t| t.name.as_str())
+        .collect();
+    if missing.is_empty() {
         return Ok(Vec::new());
     }
+    // Tens of seconds for a few sites: the user hears what deploy does meanwhile, and where.
+    let shown: Vec<String> = missing.iter().take(10).map(|n| escape_control(n)).collect();
+    let more = missing.len().saturating_sub(shown.len());
+    eprintln!(
+        "deploy: building the configuration ISO of {} site(s) that have none ({}{}) under {} (ibi create config-image --sites, which leaves built sites alone)",
+        missing.len(),
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        },
+        o.base.join(batch::SITES_DIR).display()
+    );
+    let started = std::time::Instant::now();
     let results = batch::build(&o.base, &o.inventory, None)?;
+    eprintln!(
+        "deploy: configuration ISOs built in {} s",
+        started.elapsed().as_secs()
+    );
     Ok(results
         .into_iter()
         .filter_map(|r| {

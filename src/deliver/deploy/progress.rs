@@ -45,6 +45,15 @@ impl Progress {
         }
     }
 
+    /// A line about the whole run (an interrupt), on a terminal too.
+    pub fn say(&self, text: &str) {
+        let line = escape_control(text);
+        match &self.bar {
+            Some(bar) => bar.suspend(|| eprintln!("{line}")),
+            None => eprintln!("{line}"),
+        }
+    }
+
     /// A site's failure, as it happens.
     pub fn failed(&self, site: &str, error: &str) {
         let line = format!(

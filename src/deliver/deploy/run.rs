@@ -2,17 +2,15 @@
 //! engine; each site's outcome for the summary.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
 
-use anyhow::{Context, Result};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use anyhow::Result;
 use tracing::info;
 
 use super::engine::{Ctx, Engine, outcome};
 use super::plan::{self, DeployOptions, HostSignals, Target};
 use super::preflight::{self, Checked};
 use super::progress::Progress;
+use super::signals::Signals;
 use super::summary::SiteOutcome;
 use super::tokens;
 use crate::deliver::deploy_state::Phase;
@@ -36,7 +34,7 @@ pub struct Deployed {
 /// Runs the phase for every site; errors only for what stops the whole run (the inventory, the
 /// lock, the installation ISO's settings, the server).
 pub fn deploy(o: &DeployOptions) -> Result<Deployed> {
-    let interrupt = watch_signals()?;
+    let interrupt = Signals::watch()?;
     let planned = plan::targets(o)?;
     let signals = signals(o)?;
     // Before anything is built, served or touched; after the checks that need no lock, so a run
@@ -77,17 +75,17 @@ pub fn deploy(o: &DeployOptions) -> Result<Deployed> {
         interrupt: interrupt.clone(),
     };
     let progress = Progress::new(targets.len(), o.phase.name());
+    interrupt.engine_started();
     let endings = Engine::new(&ctx, &targets, &failed, progress)?.run();
     let outcomes = targets
         .iter()
         .zip(endings)
-        .map(|(t, (_, ending))| outcome(o, t, ending))
+        .map(|(t, (_, ending))| outcome(o, t, ending, interrupt.at()))
         .collect();
     server.stop()?;
-    let sig = interrupt.load(std::sync::atomic::Ordering::SeqCst);
     Ok(Deployed {
         outcomes,
-        interrupted: (sig != 0).then_some(sig as i32),
+        interrupted: interrupt.first(),
     })
 }
 
@@ -111,21 +109,6 @@ fn signals(o: &DeployOptions) -> Result<HostSignals> {
             shutdown: false,
         },
     })
-}
-
-/// SIGINT/SIGTERM set the returned number (the engine then starts nothing new); a second one ends
-/// the process at once.
-fn watch_signals() -> Result<Arc<AtomicUsize>> {
-    let which = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::new(AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM] {
-        // The conditional shutdown first: it must see the flag as the first signal left it.
-        signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, seen.clone())
-            .and_then(|_| signal_hook::flag::register(sig, seen.clone()))
-            .and_then(|_| signal_hook::flag::register_usize(sig, which.clone(), sig as usize))
-            .context("handling SIGINT and SIGTERM")?;
-    }
-    Ok(which)
 }
 
 fn take_lock(o: &DeployOptions) -> Result<DirLock> {
