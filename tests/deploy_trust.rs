@@ -473,25 +473,9 @@ fn every_mistake_is_found_before_any_host_is_touched() {
 #[test]
 fn a_panicking_bmc_job_ends_its_site_and_the_run_goes_on() {
     const NAME: &str = "a_panicking_bmc_job_ends_its_site_and_the_run_goes_on";
-    if !cfg!(feature = "fault-injection") {
-        common::skip(
-            NAME,
-            "needs the fault-injection feature (tests/run builds with it)",
-        );
-        return;
-    }
-    let Some(bin) = sushy_emulator(TEST) else {
+    let Some((f, port)) = fault_fleet(NAME) else {
         return;
     };
-    let f = fleet(
-        &bin,
-        &[
-            ("a", "a1a1a1a1-0000-4000-8000-00000000000a"),
-            ("b", "b2b2b2b2-0000-4000-8000-00000000000b"),
-        ],
-        &TIMEOUTS,
-    );
-    let port = f.emulators[1].url.rsplit(':').next().unwrap().to_string();
     let fault = |job: &str| format!("bmc-{job}@127.0.0.1:{port}");
     let check_fault = fault("check");
 
@@ -534,6 +518,29 @@ fn a_panicking_bmc_job_ends_its_site_and_the_run_goes_on() {
         "the record keeps what the job saved before the panic: {:?}",
         f.record("b")
     );
+}
+
+/// Sites a and b for a fault injected into b's BMC jobs, and b's BMC port (the fault's subject);
+/// `None` (skipped, or failed under CI) without the `fault-injection` build or the emulator.
+fn fault_fleet(name: &str) -> Option<(Fleet, String)> {
+    if !cfg!(feature = "fault-injection") {
+        common::skip(
+            name,
+            "needs the fault-injection feature (tests/run builds with it)",
+        );
+        return None;
+    }
+    let bin = sushy_emulator(TEST)?;
+    let f = fleet(
+        &bin,
+        &[
+            ("a", "a1a1a1a1-0000-4000-8000-00000000000a"),
+            ("b", "b2b2b2b2-0000-4000-8000-00000000000b"),
+        ],
+        &TIMEOUTS,
+    );
+    let port = f.emulators[1].url.rsplit(':').next()?.to_string();
+    Some((f, port))
 }
 
 /// Clears the immutable flag it set, whatever the test's outcome.
@@ -617,25 +624,9 @@ fn wait_exit_within(child: &mut std::process::Child, bound: Duration) -> std::pr
 #[test]
 fn ctrl_c_says_what_it_waits_for_and_a_second_one_what_it_left() {
     const NAME: &str = "ctrl_c_says_what_it_waits_for_and_a_second_one_what_it_left";
-    if !cfg!(feature = "fault-injection") {
-        common::skip(
-            NAME,
-            "needs the fault-injection feature (tests/run builds with it)",
-        );
-        return;
-    }
-    let Some(bin) = sushy_emulator(TEST) else {
+    let Some((f, port)) = fault_fleet(NAME) else {
         return;
     };
-    let f = fleet(
-        &bin,
-        &[
-            ("a", "a1a1a1a1-0000-4000-8000-00000000000a"),
-            ("b", "b2b2b2b2-0000-4000-8000-00000000000b"),
-        ],
-        &TIMEOUTS,
-    );
-    let port = f.emulators[1].url.rsplit(':').next().unwrap().to_string();
     let hang = format!("bmc-boot@127.0.0.1:{port}");
     let mut run = f.spawn_env("run", &[], &[("IBI_FAULT_HANG", &hang)]);
     play_until(&f, &mut run, "run", &[], |f| {
