@@ -374,6 +374,10 @@ pub struct WatchOpts {
     /// Print the result as one JSON document on stdout (the milestone lines go to stderr)
     #[arg(long)]
     pub json: bool,
+    /// The host was installed from DIR's one-shot ISO (create image --site): judge it by the
+    /// configuration that ISO carries, not by imagebasedconfig.iso as it is now
+    #[arg(long)]
+    pub one_shot: bool,
 }
 
 fn parse_interval(s: &str) -> Result<std::time::Duration, String> {

@@ -5,6 +5,7 @@
 pub mod base_iso;
 pub mod build;
 pub mod ignition;
+pub mod one_shot_check;
 pub mod per_host;
 pub mod report;
 pub mod site_tree;

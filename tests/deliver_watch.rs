@@ -508,3 +508,82 @@ fn kubectl_refuses_what_ibi_refuses() {
     );
     assert_eq!(site.look().0, Some(2));
 }
+
+/// Issue 33 item 8: a one-shot ISO written for a site (`create image --site`, synthetic base ISO
+/// standing for RHCOS's live ISO) goes stale when the site is built again (a new marker `builtAt`).
+/// `create config-image` and `inspect` say so; a host installed from the old medium shows the old
+/// marker (the stand-in cluster), so `ibi watch` judged by the new configuration ISO never counts it
+/// ready, and says why; `ibi watch --one-shot` judges by what the one-shot ISO carried: ready.
+#[test]
+fn a_stale_one_shot_iso_is_named_and_watch_judges_by_what_was_shipped() {
+    let site = Site::build();
+    let install = tempfile::tempdir().unwrap();
+    common::deliver::example_install(install.path());
+    let base_iso = common::deliver::synthetic_base();
+    let made = ibi(
+        &[
+            "create",
+            "image",
+            "--dir",
+            install.path().to_str().unwrap(),
+            "--site",
+            site.path().to_str().unwrap(),
+            "--base-iso",
+            base_iso.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_ok(&made);
+    let one_shot = site.path().join("rhcos-ibi.iso");
+    let api = StandIn::start(&site.cluster_tls(), site.ready());
+    site.point_at(&api.url());
+    let (code, _) = site.look();
+    assert_eq!(code, Some(0), "the shipped configuration is the built one");
+
+    // Built again an hour later: a new marker.
+    let rebuilt = ibi(
+        &[
+            "create",
+            "config-image",
+            "--dir",
+            site.path().to_str().unwrap(),
+        ],
+        &[("SOURCE_DATE_EPOCH", "1700003600")],
+    );
+    assert_ok(&rebuilt);
+    site.point_at(&api.url());
+    let stale = format!(
+        "{} no longer carries the configuration of site {}: it carries the one built at {}",
+        one_shot.display(),
+        site.path().display(),
+        site.built_at
+    );
+    let err = String::from_utf8_lossy(&rebuilt.stderr);
+    assert!(err.contains(&stale), "{err}");
+    let inspect = ibi(&["inspect", one_shot.to_str().unwrap()], &[]);
+    assert!(
+        String::from_utf8_lossy(&inspect.stderr).contains(&stale),
+        "{}",
+        String::from_utf8_lossy(&inspect.stderr)
+    );
+    let out = site.watch(&["--timeout", "0", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "judged by the new ISO: not ready"
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!held(&doc, "configuration"), "{doc}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&stale),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = site.watch(&["--timeout", "0", "--json", "--one-shot"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "judged by what the one-shot ISO carried: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

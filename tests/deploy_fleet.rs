@@ -410,6 +410,36 @@ fn a_site_deploy_watches_each_cluster_and_ejects_once_ready() {
         sha256_file(&b.join("sites").join(&names[1]).join("imagebasedconfig.iso"))
     );
 
+    // What the slow site's host was given is recorded (issue 33 item 8); its configuration ISO
+    // built again meanwhile (a new marker) does not change how its cluster is judged.
+    let shipped = record(&names[1]).unwrap()["phases"]["site"]["shipped"].clone();
+    assert_eq!(shipped["builtAt"], sites[1].built_at.as_str(), "{shipped}");
+    assert_eq!(
+        shipped["clusterId"],
+        sites[1].cluster_id.as_str(),
+        "{shipped}"
+    );
+    let rebuilt = ibi_env(
+        &[
+            "create",
+            "config-image",
+            "--dir",
+            b.to_str().unwrap(),
+            "--sites",
+            inventory.to_str().unwrap(),
+        ],
+        &[("SOURCE_DATE_EPOCH", "1800000000")],
+    );
+    ok(&rebuilt, "ibi create config-image --sites (again)");
+    for (site, api) in sites.iter().zip(&apis) {
+        site.point_at(&api.url());
+    }
+    assert_ne!(
+        BuiltSite::read(&b.join("sites").join(&names[1])).built_at,
+        sites[1].built_at,
+        "a new marker"
+    );
+
     // Run 2, once the slow cluster is ready: it is watched again, never booted again (no insert, no
     // power change), and ejected; the ready site is left alone.
     let before: Vec<String> = emulators.iter().map(requests).collect();

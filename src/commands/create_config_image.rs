@@ -10,6 +10,9 @@ use crate::cli::CreateConfigImageOpts;
 use crate::config::ValidationError;
 use crate::config_image::batch::{self, Status};
 use crate::config_image::build::{SeedOption, build_checked};
+use crate::install_image::build::OUTPUT_FILE;
+use crate::install_image::one_shot_check;
+use crate::util::text::escape_control;
 
 pub fn run(opts: &CreateConfigImageOpts) -> Result<()> {
     let seed = seed_option(opts);
@@ -18,6 +21,8 @@ pub fn run(opts: &CreateConfigImageOpts) -> Result<()> {
     }
     let out = build_checked(&opts.dir.dir, opts.rotate_crypto, seed.as_ref())?;
     info!(dir = %opts.dir.dir.display(), identity = ?out.identity, "Config-Image created");
+    let dir = &opts.dir.dir;
+    one_shot_check::warn_if_mismatched(&dir.join(OUTPUT_FILE), dir, "");
     for p in [&out.iso, &out.kubeconfig, &out.kubeadmin_password] {
         println!("{}", p.display());
     }
@@ -51,6 +56,12 @@ fn run_batch(base_dir: &Path, inventory: &Path, seed: Option<&SeedOption>) -> Re
             Status::Failed => "-".to_string(),
             _ => r.iso.display().to_string(),
         };
+        if status != Status::Failed
+            && let Some(site) = r.iso.parent()
+        {
+            let who = format!("site {}: ", escape_control(&r.name));
+            one_shot_check::warn_if_mismatched(&site.join(OUTPUT_FILE), site, &who);
+        }
         rows.push((r.name.as_str(), status, output));
     }
     print!("{}", summary(&rows));

@@ -1,12 +1,24 @@
 //! `create image`: the installation ISO; the work is `install_image::build`.
 
 use anyhow::Result;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::cli::CreateImageOpts;
+use crate::config_image::batch;
 use crate::install_image::build::{BuildOptions, build};
 
 pub fn run(opts: &CreateImageOpts) -> Result<()> {
+    if let Some(site) = &opts.site {
+        // A fleet's site: its configuration ISO against the fleet's inputs as they are now.
+        match batch::inputs_changed(site) {
+            Ok(Some(why)) => warn!("{why}"),
+            Ok(None) => {}
+            Err(e) => warn!(
+                "could not compare {} with the fleet's inputs: {e:#}",
+                site.display()
+            ),
+        }
+    }
     let out = build(&BuildOptions {
         dir: opts.dir.dir.clone(),
         base_iso: opts.base_iso.clone(),

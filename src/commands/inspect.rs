@@ -65,6 +65,15 @@ fn inspect(path: &Path, ignition: bool, json: bool) -> Result<()> {
                 }
                 let summary = describe_live_iso(raw, &area, kargs, &mut file, &mut out)?;
                 head.fields.extend(summary.fields);
+                // A one-shot ISO beside its site's configuration ISO: does it still carry it?
+                if let Some(site) = path.parent() {
+                    let site = if site.as_os_str().is_empty() {
+                        Path::new(".")
+                    } else {
+                        site
+                    };
+                    install_image::one_shot_check::warn_if_mismatched(path, site, "");
+                }
             }
             Err(LiveIsoError::NotCoreOs) if !ignition => {
                 head.push("kind", "other");

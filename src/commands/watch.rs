@@ -8,13 +8,27 @@ use anyhow::{Context, Result};
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use crate::cli::WatchOpts;
-use crate::deliver::watch::{self, Event, NotReady, Outcome, WatchRequest};
+use crate::deliver::watch::{self, Event, NotReady, Outcome, WatchRequest, one_shot_expected};
+use crate::install_image::build::OUTPUT_FILE;
+use crate::install_image::one_shot_check;
 
 pub fn run(o: &WatchOpts) -> Result<()> {
+    let one_shot = o.dir.join(OUTPUT_FILE);
+    let expected = match o.one_shot {
+        true => Some(one_shot_expected(&one_shot)?),
+        false => {
+            // A one-shot ISO in DIR that carries another configuration: its hosts show that one.
+            if let Ok(Some(why)) = one_shot_check::mismatch(&one_shot, &o.dir) {
+                tracing::warn!("{why}");
+            }
+            None
+        }
+    };
     let req = WatchRequest {
         site_dir: o.dir.clone(),
         timeout: Duration::from_secs(o.timeout),
         interval: o.interval,
+        expected,
     };
     let json = o.json;
     let mut print = |e: &Event| {

@@ -46,6 +46,8 @@ const SEED_FINGERPRINT_KEY: &str = "--seed";
 /// Everything the run reads before it builds a site, all checked.
 struct Plan {
     inventory_file: String,
+    /// The inventory, absolute, as each site's record names it.
+    inventory_path: PathBuf,
     sites: Vec<SiteEntry>,
     base: FleetBase,
     manifests: Vec<ExtraManifest>,
@@ -131,6 +133,7 @@ fn load_plan(base_dir: &Path, inventory: &Path, seed: Option<&SeedOption>) -> Re
     .collect();
     Ok(Plan {
         inventory_file: fleet.inventory_file,
+        inventory_path: std::path::absolute(inventory).unwrap_or_else(|_| inventory.to_path_buf()),
         sites: fleet.sites,
         base: fleet.base,
         manifests: fleet.manifests,
@@ -149,15 +152,7 @@ impl Plan {
     /// The site's effective inputs: its two rendered files, the shared extra manifests, and
     /// SOURCE_DATE_EPOCH; plus the ibi version ([`Fingerprint::new`]).
     fn fingerprint(&self, files: &SiteFiles) -> String {
-        let mut fp = Fingerprint::new();
-        fp.add(config::INSTALL_CONFIG_FILE, files.install_config.as_bytes());
-        fp.add(
-            config::IMAGE_BASED_CONFIG_FILE,
-            files.image_based_config.as_bytes(),
-        );
-        for m in &self.manifests {
-            fp.add(&format!("{EXTRA_MANIFESTS_DIR}/{}", m.name), &m.data);
-        }
+        let mut fp = inputs_fingerprint(files, &self.manifests);
         if let Some(epoch) = &self.source_date_epoch {
             fp.add(SOURCE_DATE_EPOCH, epoch.as_bytes());
         }
@@ -182,6 +177,66 @@ impl Plan {
     fn outputs(&self) -> Vec<&str> {
         self.outputs.iter().map(String::as_str).collect()
     }
+}
+
+/// The site's own inputs: its two rendered files and the shared extra manifests, plus the ibi
+/// version; what a run's SOURCE_DATE_EPOCH and seed add is left out.
+fn inputs_fingerprint(files: &SiteFiles, manifests: &[ExtraManifest]) -> Fingerprint {
+    let mut fp = Fingerprint::new();
+    fp.add(config::INSTALL_CONFIG_FILE, files.install_config.as_bytes());
+    fp.add(
+        config::IMAGE_BASED_CONFIG_FILE,
+        files.image_based_config.as_bytes(),
+    );
+    for m in manifests {
+        fp.add(&format!("{EXTRA_MANIFESTS_DIR}/{}", m.name), &m.data);
+    }
+    fp
+}
+
+/// Why a site built by a batch no longer matches the fleet's inputs (its inventory entry, the shared
+/// base in BASE, the shared extra manifests), as one warning line: its configuration ISO was built
+/// from other inputs than the ones there now. `None` when they match, or the site's record does not
+/// say what it was built from (a single-site build, or a record older than this check).
+pub fn inputs_changed(site_dir: &Path) -> Result<Option<String>> {
+    let Some(from) = batch_state::built_from(site_dir) else {
+        return Ok(None);
+    };
+    let (Some(name), Some(base)) = (
+        site_dir.file_name().and_then(|n| n.to_str()),
+        site_dir.parent().and_then(Path::parent),
+    ) else {
+        return Ok(None);
+    };
+    let rebuild = format!(
+        "ibi create config-image --dir {} --sites {}",
+        base.display(),
+        from.inventory.display()
+    );
+    if !from.inventory.is_file() {
+        return Ok(Some(format!(
+            "{} was built from the inventory {}, which is gone: its configuration may be stale",
+            site_dir.join(ISO_FILE_NAME).display(),
+            from.inventory.display()
+        )));
+    }
+    let fleet = config::load_fleet(base, &from.inventory, &|_, _| Vec::new())?;
+    let Some(site) = fleet.sites.iter().find(|s| s.name == name) else {
+        return Ok(Some(format!(
+            "site {name} is no longer in {}: its configuration ISO is from an earlier inventory",
+            from.inventory.display()
+        )));
+    };
+    let files = fleet.base.render(site)?;
+    let now = inputs_fingerprint(&files, &fleet.manifests).hex();
+    Ok((now != from.site_inputs_sha256).then(|| {
+        format!(
+            "the fleet's inputs of site {name} changed since {} was built (its entry in {}, the shared files in {} or its extra manifests): it carries the older configuration; run `{rebuild}` first if the change should go to the site",
+            site_dir.join(ISO_FILE_NAME).display(),
+            from.inventory.display(),
+            base.display()
+        )
+    }))
 }
 
 /// Builds every site on one worker per core (fewer for fewer sites, whose key generation then gets
@@ -286,7 +341,11 @@ fn build_site(
         .create(&dir)
         .with_context(|| format!("creating directory {}", dir.display()))?;
     let out = build_from(&dir, &inputs, false, crypto_threads)?;
-    batch_state::record(&dir, &fingerprint, &outputs)?;
+    let built_from = batch_state::BuiltFrom {
+        inventory: plan.inventory_path.clone(),
+        site_inputs_sha256: inputs_fingerprint(&files, &plan.manifests).hex(),
+    };
+    batch_state::record(&dir, &fingerprint, &outputs, &built_from)?;
     let status = match out.identity {
         Origin::Created => Status::Created,
         Origin::Reused | Origin::Rotated => Status::Updated,

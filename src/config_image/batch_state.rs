@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use openssl::sha::Sha256;
@@ -31,6 +31,30 @@ struct Record {
     inputs_sha256: String,
     /// Output path relative to the site directory → its sha256.
     outputs: BTreeMap<String, String>,
+    /// The inventory the site was built from (absolute), and the fingerprint of the site's inputs
+    /// alone (its rendered files and the shared extra manifests, without SOURCE_DATE_EPOCH or a
+    /// seed): what `create image --site` compares with the inputs as they are now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inventory: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    site_inputs_sha256: Option<String>,
+}
+
+/// What a site's record says it was built from: the inventory and the fingerprint of its inputs.
+pub struct BuiltFrom {
+    pub inventory: PathBuf,
+    pub site_inputs_sha256: String,
+}
+
+/// [`BuiltFrom`] of the site's record, when it has one that says so (records from before it did
+/// not).
+pub fn built_from(site_dir: &Path) -> Option<BuiltFrom> {
+    let text = fs::read_to_string(site_dir.join(STATE_DIR).join(STATE_FILE)).ok()?;
+    let record: Record = serde_json::from_str(&text).ok()?;
+    Some(BuiltFrom {
+        inventory: PathBuf::from(record.inventory?),
+        site_inputs_sha256: record.site_inputs_sha256?,
+    })
 }
 
 /// A sha256 over named parts, each length-prefixed so no two different part lists hash alike.
@@ -112,8 +136,14 @@ pub fn is_current(site_dir: &Path, fingerprint: &str, outputs: &[&str]) -> bool 
     })
 }
 
-/// Records the fingerprint and the hashes of `outputs` (relative to `site_dir`), which must exist.
-pub fn record(site_dir: &Path, fingerprint: &str, outputs: &[&str]) -> Result<()> {
+/// Records the fingerprint and the hashes of `outputs` (relative to `site_dir`), which must exist,
+/// and what the site was built from.
+pub fn record(
+    site_dir: &Path,
+    fingerprint: &str,
+    outputs: &[&str],
+    built_from: &BuiltFrom,
+) -> Result<()> {
     let mut hashes = BTreeMap::new();
     for rel in outputs {
         hashes.insert((*rel).to_string(), file_sha256(&site_dir.join(rel))?);
@@ -123,6 +153,8 @@ pub fn record(site_dir: &Path, fingerprint: &str, outputs: &[&str]) -> Result<()
         ibi_version: env!("CARGO_PKG_VERSION").to_string(),
         inputs_sha256: fingerprint.to_string(),
         outputs: hashes,
+        inventory: Some(built_from.inventory.display().to_string()),
+        site_inputs_sha256: Some(built_from.site_inputs_sha256.clone()),
     };
     let state_dir = site_dir.join(STATE_DIR);
     ensure_dir(&state_dir, SECRET_DIR_MODE)?;
@@ -161,8 +193,17 @@ mod tests {
         fs::write(d.path().join("out.iso"), b"iso").unwrap();
         let outputs = ["out.iso"];
         assert!(!is_current(d.path(), "fp1", &outputs), "no record yet");
-        record(d.path(), "fp1", &outputs).unwrap();
+        let from = BuiltFrom {
+            inventory: "/base/sites.yaml".into(),
+            site_inputs_sha256: "in1".into(),
+        };
+        record(d.path(), "fp1", &outputs, &from).unwrap();
         assert!(is_current(d.path(), "fp1", &outputs));
+        let got = built_from(d.path()).unwrap();
+        assert_eq!(
+            (got.inventory, got.site_inputs_sha256),
+            (PathBuf::from("/base/sites.yaml"), "in1".to_string())
+        );
         assert!(!is_current(d.path(), "fp2", &outputs), "inputs changed");
         assert!(
             !is_current(d.path(), "fp1", &["out.iso", "other"]),

@@ -60,8 +60,10 @@ pub fn with_marker(user: &[ExtraManifest], timestamp: i64) -> Result<Vec<ExtraMa
     Ok(all)
 }
 
-/// What a built configuration ISO promises the cluster will show once reconfigured with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a built configuration ISO promises the cluster will show once reconfigured with it. Kept in
+/// deploy's record of a phase as what the host was given (`builtAt`, `clusterId`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Expected {
     /// The marker's `builtAt`.
     pub built_at: String,
@@ -103,23 +105,27 @@ pub fn read_expected(iso: &Path) -> Result<Expected> {
             return Err(e).with_context(|| format!("{}: reading {marker_path}", iso.display()));
         }
     };
-    let doc: MarkerDoc = serde_yaml_ng::from_slice(&marker)
-        .with_context(|| format!("{}: {marker_path}: not the marker ConfigMap", iso.display()))?;
+    let manifest = r
+        .read_file(MANIFEST_PATH)
+        .with_context(|| format!("{}: reading {MANIFEST_PATH}", iso.display()))?;
+    expected_from(&marker, &manifest, &iso.display().to_string())
+}
+
+/// [`Expected`] from the marker's and manifest.json's bytes (a configuration ISO's, or the tree a
+/// one-shot installation ISO carries); `shown` names where they came from in errors.
+pub fn expected_from(marker: &[u8], manifest: &[u8], shown: &str) -> Result<Expected> {
+    let marker_path = format!("{EXTRA_MANIFESTS_DIR}/{MARKER_FILE}");
+    let doc: MarkerDoc = serde_yaml_ng::from_slice(marker)
+        .with_context(|| format!("{shown}: {marker_path}: not the marker ConfigMap"))?;
     let built_at = doc
         .data
         .get(MARKER_BUILT_AT_KEY)
         .cloned()
         .with_context(|| {
-            format!(
-                "{}: {marker_path}: data.{MARKER_BUILT_AT_KEY} is missing",
-                iso.display()
-            )
+            format!("{shown}: {marker_path}: data.{MARKER_BUILT_AT_KEY} is missing")
         })?;
-    let manifest = r
-        .read_file(MANIFEST_PATH)
-        .with_context(|| format!("{}: reading {MANIFEST_PATH}", iso.display()))?;
-    let ids: ManifestIds = serde_json::from_slice(&manifest)
-        .map_err(|_| anyhow::anyhow!("{}: {MANIFEST_PATH}: not JSON", iso.display()))?;
+    let ids: ManifestIds = serde_json::from_slice(manifest)
+        .map_err(|_| anyhow::anyhow!("{shown}: {MANIFEST_PATH}: not JSON"))?;
     Ok(Expected {
         built_at,
         cluster_id: ids.cluster_id,

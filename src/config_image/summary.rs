@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 
+use crate::contract::config_iso::MANIFEST_NMSTATE_KEY;
 use crate::util::summary::{Summary, hide_credentials};
 
 /// manifest.json keys shown as they are (none holds a secret).
@@ -29,7 +30,7 @@ pub fn summarize(manifest: &Value, idms: Option<&Value>) -> Summary {
     s.push("machine_networks", machine_networks(manifest));
     s.push(
         "interfaces",
-        interfaces(manifest["raw_nm_state_config"].as_str()),
+        interfaces(manifest[MANIFEST_NMSTATE_KEY].as_str()),
     );
     s.push(
         "ntp_servers",

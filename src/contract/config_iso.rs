@@ -52,10 +52,40 @@ pub struct SiteFetch {
     pub sha256: String,
 }
 
+/// A one-shot installation ISO says that it is one (0600, [`OneShot`]), whatever else its Ignition
+/// carries: a host agent that finds neither the tree nor the fetch settings then fails its
+/// `write-site-config` step, instead of installing a host that waits for a configuration device
+/// forever.
+pub const ONE_SHOT_PATH: &str = "/var/tmp/ibi-one-shot.json";
+
+/// The content of [`ONE_SHOT_PATH`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OneShot {
+    /// The site whose configuration it carries (its directory's name).
+    pub site: String,
+    /// How the tree reaches the host.
+    pub tree: OneShotTree,
+}
+
+/// How a one-shot ISO's site tree reaches the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OneShotTree {
+    /// In the ISO, at [`LIVE_SITE_TREE`].
+    Carried,
+    /// Fetched at install time ([`SITE_FETCH_PATH`]).
+    Fetched,
+}
+
 /// Where the tree goes inside the new stateroot (`<sysroot>/ostree/deploy/<stateroot>/`): the installed
 /// host's `/var/opt/openshift`, i.e. [`HOST_TARGET`] under `/var`, where post-pivot finds
 /// `cluster-configuration` and stops waiting for a device.
 pub const STATEROOT_TARGET: &str = "var/opt/openshift";
+/// manifest.json's key holding the site's nmstate YAML (empty for a site on DHCP): post-pivot applies
+/// it on the installed host; a one-shot installation ISO applies it on the live system too.
+pub const MANIFEST_NMSTATE_KEY: &str = "raw_nm_state_config";
+
 /// The only `api_version` of manifest.json (SeedReconfiguration) post-pivot accepts ("unsupported seed
 /// reconfiguration version" otherwise).
 pub const SEED_RECONFIGURATION_VERSION: u32 = 1;

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::config_image::marker::Expected;
 use crate::contract::agent_status::RunState;
 use crate::util::fs::{
     Clobber, InputError, SECRET_DIR_MODE, SECRET_FILE_MODE, ensure_dir, read_input_file,
@@ -100,6 +101,11 @@ pub struct PhaseRecord {
     /// request), after the install; a re-run then only watches the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_booted: Option<u64>,
+    /// Site and one-shot phases: what the host's medium carried when deploy booted it (the watch
+    /// marker's `builtAt`, the `clusterId`), saved before the boot: its cluster is judged by that,
+    /// whatever the site's configuration ISO holds by the time a re-run watches again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shipped: Option<Expected>,
 }
 
 /// One site's file.
@@ -285,6 +291,7 @@ mod tests {
             bytes_served: 0,
             booted: None,
             disk_booted: None,
+            shipped: None,
         }
     }
 

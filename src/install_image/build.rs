@@ -120,7 +120,8 @@ pub fn plan(opts: &BuildOptions) -> Result<ImagePlan> {
     ign_inputs.site = site;
     let config = build_installation_ignition(&ign_inputs)?;
     let json = ignition::to_json(&config)?;
-    let ignition = ignition_patch(&json, &layout.ignition, &base, ign_inputs.site.as_ref())?;
+    let way_out = ign_inputs.site.as_ref().map(|t| too_large_way_out(cfg, t));
+    let ignition = ignition_patch(&json, &layout.ignition, &base, way_out.as_deref())?;
     if let Some(tree) = &ign_inputs.site {
         // A warning, not information: the medium now holds the site's secrets.
         warn!("{}", one_shot_room(tree, &ignition, layout.ignition.length));
@@ -346,7 +347,61 @@ fn one_shot_tree(cfg: &InstallationConfig, site: &Path) -> Result<SiteTree> {
             config::ONE_SHOT_SINCE
         ),
     }
-    read_site_tree(site)
+    let tree = read_site_tree(site)?;
+    check_tree_fits(cfg, &tree)?;
+    Ok(tree)
+}
+
+/// The Ignition embed area of every CoreOS live ISO known (reference, interop item 11).
+const KNOWN_IGNITION_AREA: u64 = 256 * 1024;
+
+/// A tree that does not fit the embed area even alone, compressed as the ISO's config would be,
+/// is refused here, in a second, before the seed checks and the base ISO (minutes, and a download):
+/// the rest of the config only adds to it.
+fn check_tree_fits(cfg: &InstallationConfig, tree: &SiteTree) -> Result<()> {
+    let mut alone = ignition::types::Config::default();
+    super::ignition::one_shot::add_site_tree(&mut alone, tree);
+    let json = ignition::to_json(&alone)?;
+    match live_iso::encode_ignition(&json, KNOWN_IGNITION_AREA) {
+        Ok(_) => Ok(()),
+        Err(LiveIsoError::TooLarge { .. }) => bail!(
+            "--site {}: the site's configuration is {} bytes uncompressed and, compressed, does not fit \
+             the {KNOWN_IGNITION_AREA}-byte Ignition embed area of a CoreOS live ISO even without the \
+             rest of the installation config{}",
+            tree.site.display(),
+            tree.bytes(),
+            too_large_way_out(cfg, tree)
+        ),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What a user does with a site too large for a one-shot ISO (docs/create-image.md): have it fetched
+/// at install time by `ibi deploy --phase oneshot` (which takes `hostAgent: ibi` and `statusURL`),
+/// or use the two phases.
+fn too_large_way_out(cfg: &InstallationConfig, tree: &SiteTree) -> String {
+    let mut missing = Vec::new();
+    if !matches!(cfg.host_agent(), HostAgent::Ibi { .. }) {
+        missing.push("hostAgent: ibi");
+    }
+    if cfg.status_url.is_empty() {
+        missing.push("statusURL");
+    }
+    let needs = match missing.is_empty() {
+        true => "which this installation config allows".to_string(),
+        false => format!(
+            "which needs {} in {IMAGE_BASED_INSTALLATION_CONFIG_FILE}",
+            missing.join(" and ")
+        ),
+    };
+    format!(
+        "; a site this large is installed by `ibi deploy --phase oneshot`, whose host fetches its \
+         configuration ISO at install time ({needs}), or in two phases: the installation ISO, then \
+         the configuration ISO {}",
+        tree.site
+            .join(crate::contract::config_iso::ISO_FILE_NAME)
+            .display()
+    )
 }
 
 /// What the site's tree takes and what room the embed area has left, for the log.
@@ -373,7 +428,7 @@ fn ignition_patch(
     json: &[u8],
     area: &EmbedArea,
     base: &Path,
-    site: Option<&SiteTree>,
+    site_way_out: Option<&str>,
 ) -> Result<Patch> {
     match live_iso::encode_ignition(json, area.length) {
         Ok(data) => Ok(Patch {
@@ -384,16 +439,7 @@ fn ignition_patch(
             let value: serde_json::Value =
                 serde_json::from_slice(json).context("re-reading the generated config")?;
             let biggest = report::biggest_files(&value, TOO_LARGE_CONTRIBUTORS).join(", ");
-            let site = site.map_or(String::new(), |t| {
-                format!(
-                    "; the site's configuration from {} is {} bytes uncompressed, and a one-shot \
-                     ISO carries it only in the Ignition embed area for now (a second payload or a \
-                     fetch at install time is not done yet): use the two phases, the installation \
-                     ISO and the configuration ISO",
-                    t.site.display(),
-                    t.bytes()
-                )
-            });
+            let site = site_way_out.unwrap_or_default();
             Err(anyhow::Error::new(e)).with_context(|| {
                 format!(
                     "embedding the Ignition config into {} (biggest files: {biggest}; post.sh, \

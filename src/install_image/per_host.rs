@@ -68,6 +68,11 @@ fn used(bytes: &[u8]) -> u64 {
 }
 
 impl EmbeddedIgnition {
+    /// The config (it holds the pull secret: never print it).
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// Its report settings, when it was built with `statusURL`.
     pub fn report_config(&self) -> Result<Option<ReportConfig>> {
         let Some(file) = self
@@ -324,10 +329,13 @@ mod tests {
     }
 
     /// Random bytes do not compress: 300 KiB cannot fit a 256 KiB area.
+    /// A manifest.json too large to carry: 300 KiB of random hex in a JSON string (hex compresses
+    /// to half, still more than the 256 KiB area).
     fn noise() -> Vec<u8> {
         let mut noise = vec![0u8; 300 << 10];
         openssl::rand::rand_bytes(&mut noise).unwrap();
-        noise
+        serde_json::to_vec(&serde_json::json!({ "noise": crate::util::digest::hex(&noise) }))
+            .unwrap()
     }
 
     /// Too large to carry, a host with its own token and `ibi agent install` fetches the site's ISO:

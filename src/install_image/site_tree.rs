@@ -87,6 +87,18 @@ pub fn read_site_tree(site: &Path) -> Result<SiteTree> {
         )
     })?;
     warn_if_stale(site, &iso_path);
+    read_tree(site)
+}
+
+/// [`read_site_tree`] without its warnings: the tree the site's configuration ISO holds now.
+pub fn read_tree(site: &Path) -> Result<SiteTree> {
+    let iso_path = site.join(ISO_FILE_NAME);
+    check_input_file(&iso_path, MAX_SITE_ISO).with_context(|| {
+        format!(
+            "reading the site's configuration ISO {}",
+            iso_path.display()
+        )
+    })?;
     let shown = iso_path.display().to_string();
     let bytes = fs::read(&iso_path).with_context(|| format!("reading {shown}"))?;
     let iso_size = bytes.len() as u64;
@@ -146,12 +158,19 @@ fn modified(path: &Path) -> Option<std::time::SystemTime> {
 
 fn warn_if_stale(site: &Path, iso: &Path) {
     let Some(built) = modified(iso) else { return };
-    for input in SITE_INPUTS {
-        if modified(&site.join(input)).is_some_and(|t| t > built) {
+    // Each extra manifest too: one edited in place leaves its directory's time as it was.
+    let manifests = fs::read_dir(site.join(EXTRA_MANIFESTS_DIR))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path());
+    let inputs = SITE_INPUTS.iter().map(|i| site.join(i)).chain(manifests);
+    for input in inputs {
+        if modified(&input).is_some_and(|t| t > built) {
             warn!(
                 "{} is newer than {}: the one-shot ISO carries the configuration ISO as built; run \
                  `ibi create config-image --dir {}` first if the change should go to the site",
-                site.join(input).display(),
+                input.display(),
                 iso.display(),
                 site.display()
             );

@@ -12,6 +12,7 @@ use anyhow::{Context, Result, bail};
 use tracing::{info, warn};
 
 use super::restore::RestorePaths;
+use super::site_config::SiteSource;
 use crate::agent::cmd;
 use crate::agent::disk::mounts::ensure_unused;
 use crate::agent::disk::{
@@ -95,6 +96,8 @@ struct Install<'a> {
     layout: Layout,
     registries: Registries,
     authfile: Option<PathBuf>,
+    /// A one-shot ISO's site configuration on the live system.
+    site: Option<SiteSource>,
     targets: RefCell<Option<Targets>>,
     reporter: Option<&'a Reporter>,
 }
@@ -154,6 +157,8 @@ fn install_with(
     reporter: Option<&Reporter>,
 ) -> Result<()> {
     let (cfg, fingerprint) = load_prepare_config(&opts.config)?;
+    // A one-shot ISO whose site configuration is missing fails here, before the disk is touched.
+    let site = super::site_config::site_source(&opts.root)?;
     let disk = fs::canonicalize(&cfg.installation_disk)
         .with_context(|| format!("installationDisk {}", cfg.installation_disk))?;
     let layout = Layout {
@@ -179,6 +184,7 @@ fn install_with(
         layout,
         registries,
         authfile,
+        site,
         targets: RefCell::new(None),
         reporter,
     };
@@ -358,22 +364,25 @@ impl Install<'_> {
                 self.precache(&paths, progress)
             }));
         }
-        if let Some(src) = super::site_config::site_tree_source(&self.opts.root) {
-            let stateroot_dir = self.layout.sysroot.join("ostree/deploy").join(&stateroot);
-            plan.push(step(Step::WriteSiteConfig, move || {
-                super::site_config::write_site_config(&src, &stateroot_dir)
-            }));
-        } else if let Some(fetch) = super::site_config::site_fetch_source(&self.opts.root) {
-            let stateroot_dir = self.layout.sysroot.join("ostree/deploy").join(&stateroot);
-            let report_config = report_setup(self.opts).config_file;
-            plan.push(step(Step::WriteSiteConfig, move || {
-                super::site_config::fetch_site_config(
-                    &self.opts.root,
-                    &fetch,
-                    &report_config,
-                    &stateroot_dir,
-                )
-            }));
+        let stateroot_dir = self.layout.sysroot.join("ostree/deploy").join(&stateroot);
+        match self.site.clone() {
+            None => {}
+            Some(SiteSource::Tree(src)) => {
+                plan.push(step(Step::WriteSiteConfig, move || {
+                    super::site_config::write_site_config(&src, &stateroot_dir)
+                }));
+            }
+            Some(SiteSource::Fetch(fetch)) => {
+                let report_config = report_setup(self.opts).config_file;
+                plan.push(step(Step::WriteSiteConfig, move || {
+                    super::site_config::fetch_site_config(
+                        &self.opts.root,
+                        &fetch,
+                        &report_config,
+                        &stateroot_dir,
+                    )
+                }));
+            }
         }
         plan.push(step(Step::PostScript, move || self.post_script()));
         {

@@ -21,7 +21,8 @@ use tracing::{info, warn};
 use crate::agent::fetch_config::{DirOutcome, install_tree_from_dir, install_tree_from_iso};
 use crate::agent::report::{innermost, load_report_config};
 use crate::contract::config_iso::{
-    LIVE_SITE_TREE, SITE_FETCH_ENDPOINT, SITE_FETCH_PATH, STATEROOT_TARGET, SiteFetch,
+    LIVE_SITE_TREE, ONE_SHOT_PATH, OneShot, OneShotTree, SITE_FETCH_ENDPOINT, SITE_FETCH_PATH,
+    STATEROOT_TARGET, SiteFetch,
 };
 use crate::contract::host_report::ReportConfig;
 use crate::util::digest::hex;
@@ -36,16 +37,43 @@ const MAX_FETCHED_ISO: u64 = 64 << 20;
 const FETCH_TIMEOUT: Duration = Duration::from_secs(300);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The site's tree on the live system below `root`, when this ISO carries one.
-pub fn site_tree_source(root: &Path) -> Option<PathBuf> {
-    let dir = root.join(LIVE_SITE_TREE.trim_start_matches('/'));
-    dir.is_dir().then_some(dir)
+/// Where a one-shot install's site configuration comes from on the live system below `root`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SiteSource {
+    /// The tree the ISO carries.
+    Tree(PathBuf),
+    /// The fetch settings of a tree too large to carry.
+    Fetch(PathBuf),
 }
 
-/// The fetch settings below `root`, when this ISO's site configuration was too large to carry.
-pub fn site_fetch_source(root: &Path) -> Option<PathBuf> {
-    let file = root.join(SITE_FETCH_PATH.trim_start_matches('/'));
-    file.is_file().then_some(file)
+/// This ISO's site configuration, if it is a one-shot install: the tree it carries, else its fetch
+/// settings. An ISO that says it is one ([`ONE_SHOT_PATH`]) with neither is an error: the host
+/// would otherwise be installed and wait for a configuration device forever.
+pub fn site_source(root: &Path) -> Result<Option<SiteSource>> {
+    let dir = root.join(LIVE_SITE_TREE.trim_start_matches('/'));
+    if dir.is_dir() {
+        return Ok(Some(SiteSource::Tree(dir)));
+    }
+    let fetch = root.join(SITE_FETCH_PATH.trim_start_matches('/'));
+    if fetch.is_file() {
+        return Ok(Some(SiteSource::Fetch(fetch)));
+    }
+    let marker = root.join(ONE_SHOT_PATH.trim_start_matches('/'));
+    if !marker.exists() {
+        return Ok(None);
+    }
+    let said = read_input_file(&marker, 4096)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<OneShot>(&b).ok());
+    let (site, missing) = match &said {
+        Some(o) if o.tree == OneShotTree::Fetched => (o.site.as_str(), SITE_FETCH_PATH),
+        Some(o) => (o.site.as_str(), LIVE_SITE_TREE),
+        None => ("?", LIVE_SITE_TREE),
+    };
+    bail!(
+        "this is a one-shot install of site {} ({ONE_SHOT_PATH}) but {missing} is missing on the live system: installed without it the host would wait for a configuration device forever; check the ISO (ibi inspect) and build it again",
+        crate::util::text::escape_control(site)
+    )
 }
 
 /// A tree too large for the ISO: fetches the site's configuration ISO from `statusURL` with the
@@ -219,16 +247,49 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
     }
 
+    /// The tree the live system carries, which must be there.
+    fn site_tree_source(root: &Path) -> PathBuf {
+        match site_source(root).unwrap() {
+            Some(SiteSource::Tree(dir)) => dir,
+            other => panic!("no tree: {other:?}"),
+        }
+    }
+
     #[test]
     fn no_tree_on_the_live_system_means_no_step() {
         let root = tempfile::tempdir().unwrap();
-        assert_eq!(site_tree_source(root.path()), None);
+        assert_eq!(site_source(root.path()).unwrap(), None);
+    }
+
+    /// Issue 33 item 8: a one-shot ISO whose tree was missing on the live system installed a host
+    /// that waits for a configuration device forever. Its marker says it is a one-shot install: an
+    /// error, before the disk is touched.
+    #[test]
+    fn a_one_shot_install_without_its_tree_is_an_error() {
+        let root = tempfile::tempdir().unwrap();
+        let marker = root.path().join(ONE_SHOT_PATH.trim_start_matches('/'));
+        fs::create_dir_all(marker.parent().unwrap()).unwrap();
+        for (tree, missing) in [("carried", LIVE_SITE_TREE), ("fetched", SITE_FETCH_PATH)] {
+            fs::write(&marker, format!(r#"{{"site":"a17","tree":"{tree}"}}"#)).unwrap();
+            let err = format!("{:#}", site_source(root.path()).unwrap_err());
+            assert_eq!(
+                err,
+                format!(
+                    "this is a one-shot install of site a17 ({ONE_SHOT_PATH}) but {missing} is missing on the live system: installed without it the host would wait for a configuration device forever; check the ISO (ibi inspect) and build it again"
+                )
+            );
+        }
+        // With its tree, it is the tree.
+        let root = live_root();
+        let marker = root.path().join(ONE_SHOT_PATH.trim_start_matches('/'));
+        fs::write(&marker, r#"{"site":"a17","tree":"carried"}"#).unwrap();
+        site_tree_source(root.path());
     }
 
     #[test]
     fn writes_the_tree_and_a_rerun_changes_nothing() {
         let root = live_root();
-        let src = site_tree_source(root.path()).unwrap();
+        let src = site_tree_source(root.path());
         let stateroot = tempfile::tempdir().unwrap();
         write_site_config(&src, stateroot.path()).unwrap();
         let target = stateroot.path().join(STATEROOT_TARGET);
@@ -245,7 +306,7 @@ mod tests {
     #[test]
     fn resumes_after_a_kill_mid_write() {
         let root = live_root();
-        let src = site_tree_source(root.path()).unwrap();
+        let src = site_tree_source(root.path());
         let stateroot = tempfile::tempdir().unwrap();
         let opt = stateroot.path().join("var/opt");
         let partial = opt.join("openshift.tmp-killed/cluster-configuration");
@@ -262,7 +323,7 @@ mod tests {
     #[test]
     fn replaces_another_tree() {
         let root = live_root();
-        let src = site_tree_source(root.path()).unwrap();
+        let src = site_tree_source(root.path());
         let stateroot = tempfile::tempdir().unwrap();
         let target = stateroot.path().join(STATEROOT_TARGET);
         fs::create_dir_all(target.join("cluster-configuration")).unwrap();
@@ -276,7 +337,7 @@ mod tests {
     #[test]
     fn refuses_an_incomplete_tree_and_writes_nothing() {
         let root = live_root();
-        let src = site_tree_source(root.path()).unwrap();
+        let src = site_tree_source(root.path());
         fs::remove_dir(src.join("cluster-configuration/manifests")).unwrap();
         let stateroot = tempfile::tempdir().unwrap();
         let err = write_site_config(&src, stateroot.path()).unwrap_err();
@@ -372,7 +433,10 @@ mod tests {
         let iso = config_iso();
         let (url, server) = one_answer(200, iso.clone());
         let (root, fetch, report) = fetching_root(&iso, &url);
-        assert_eq!(site_fetch_source(root.path()), Some(fetch.clone()));
+        assert_eq!(
+            site_source(root.path()).unwrap(),
+            Some(SiteSource::Fetch(fetch.clone()))
+        );
         let stateroot = tempfile::tempdir().unwrap();
         fetch_site_config(root.path(), &fetch, &report, stateroot.path()).unwrap();
         let head = server.join().unwrap();

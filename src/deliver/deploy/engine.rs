@@ -31,7 +31,9 @@ use super::record::{
 };
 use super::signals::Signals;
 use super::summary::{Ending, SiteOutcome};
+use crate::config_image::marker;
 use crate::contract::agent_status::RunState;
+use crate::contract::config_iso::ISO_FILE_NAME;
 use crate::deliver::boot::{self, BootEvent, BootFrom, BootRequest, Job};
 use crate::deliver::deploy_state::Phase;
 use crate::deliver::report_store::{StoredReport, Tail};
@@ -530,6 +532,15 @@ impl<'a, 't> Engine<'a, 't> {
                 return self.finish(i, Err(format!("{e:#}")));
             }
         };
+        // What the medium carries, saved before the boot: the watch judges the cluster by it.
+        if matches!(o.phase, Phase::Site | Phase::Oneshot) {
+            let shipped =
+                marker::read_expected(&t.dir.join(ISO_FILE_NAME)).and_then(|e| rec.ship(e));
+            if let Err(e) = shipped {
+                self.sites[i].rec = Some(rec);
+                return self.finish(i, Err(format!("{e:#}")));
+            }
+        }
         let from = match o.phase {
             Phase::Factory | Phase::Oneshot => BootFrom::Cd,
             Phase::Site => BootFrom::Disk,
@@ -894,7 +905,12 @@ impl<'a, 't> Engine<'a, 't> {
         s.deadline = Some(Instant::now() + timeout);
         s.next_look = Instant::now();
         if watching {
-            match Watcher::open(&s.t.dir) {
+            let shipped = s
+                .rec
+                .as_ref()
+                .and_then(|r| r.get())
+                .and_then(|p| p.shipped.clone());
+            match Watcher::open_expecting(&s.t.dir, shipped) {
                 Ok(w) => s.watcher = Some(Box::new(w)),
                 Err(e) => self.finish(i, Err(format!("{e:#}"))),
             }

@@ -21,6 +21,8 @@ use crate::deliver::deploy_state::Phase;
 use crate::deliver::serve::catalog::installation_source;
 use crate::deliver::serve::tls::{CERT_FILE, Host, verify_for};
 use crate::deliver::serve::{Source, TlsChoice, public_base};
+use crate::install_image::build::OUTPUT_FILE;
+use crate::install_image::one_shot_check;
 use crate::install_image::per_host;
 use crate::install_image::variant::load_recipe;
 use crate::redfish::system::Patience;
@@ -166,6 +168,10 @@ pub fn check(o: &DeployOptions, planned: &Planned, signals: HostSignals) -> Resu
         if matches!(o.phase, Phase::Site | Phase::Oneshot) {
             out.findings.extend(site_files(t));
         }
+        // A one-shot ISO written for the site that no longer matches it: hosts booted from it by
+        // hand get an older configuration (deploy's own one-shot variants are made anew).
+        let who = format!("site {}: ", escape_control(&t.name));
+        one_shot_check::warn_if_mismatched(&t.dir.join(OUTPUT_FILE), &t.dir, &who);
         if let Err(e) = &t.bmc {
             out.findings.push(Finding {
                 site: t.name.clone(),

@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 
+use crate::config_image::marker::Expected;
 use crate::contract::agent_status::RunState;
 use crate::deliver::deploy_state::{
     BmcSystem, Phase, PhaseRecord, SiteDeployState, load_site, save_site,
@@ -120,6 +121,11 @@ impl Record {
         self.change(|r| r.booted = Some(t))
     }
 
+    /// Site and one-shot: what the host's medium carries, saved before the boot.
+    pub fn ship(&mut self, expected: Expected) -> Result<()> {
+        self.change(|r| r.shipped = Some(expected))
+    }
+
     /// One-shot: saved before the power-on from disk is asked for.
     pub fn mark_disk_booted(&mut self) -> Result<()> {
         let t = now();
@@ -150,6 +156,7 @@ impl Record {
                 bytes_served: 0,
                 booted: None,
                 disk_booted: None,
+                shipped: None,
             },
         );
         self.save()

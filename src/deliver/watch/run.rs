@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tracing::debug;
@@ -14,7 +14,8 @@ use super::judge::{Check, Verdicts, judge};
 use super::observe::{Observation, observe};
 use crate::config_image::build::{AUTH_DIR, KUBECONFIG_FILE};
 use crate::config_image::marker::{self, Expected};
-use crate::contract::config_iso::ISO_FILE_NAME;
+use crate::contract::config_iso::{EXTRA_MANIFESTS_DIR, ISO_FILE_NAME, MANIFEST_PATH, MARKER_FILE};
+use crate::install_image::one_shot_check;
 use crate::kubeapi::{ApiError, Client, ClientOptions, load_kubeconfig};
 
 /// How the `api` milestone's detail starts while the API does not answer.
@@ -35,6 +36,9 @@ pub struct WatchRequest {
     pub timeout: Duration,
     /// Between two looks.
     pub interval: Duration,
+    /// What the host was given, when not the site's configuration ISO as it is now (deploy's
+    /// record, or a one-shot ISO's tree): the cluster is judged by it.
+    pub expected: Option<Expected>,
 }
 
 impl WatchRequest {
@@ -44,6 +48,7 @@ impl WatchRequest {
             site_dir: site_dir.into(),
             timeout: DEFAULT_TIMEOUT,
             interval: DEFAULT_INTERVAL,
+            expected: None,
         }
     }
 }
@@ -165,7 +170,7 @@ impl Outcome {
 /// that never answers is an `Ok` not ready, with [`Outcome::reached`] false. `Err` is what no wait
 /// cures: an unusable site directory, an untrusted server, refused credentials.
 pub fn watch(req: &WatchRequest, on_event: &mut dyn FnMut(&Event)) -> Result<Outcome> {
-    let mut w = Watcher::open(&req.site_dir)?;
+    let mut w = Watcher::open_expecting(&req.site_dir, req.expected.clone())?;
     let deadline = Instant::now() + req.timeout;
     loop {
         let ready = w.look(on_event)?;
@@ -190,7 +195,16 @@ pub struct Watcher {
 impl Watcher {
     /// Reads the site's kubeconfig and what its ISO promises; looks at nothing yet.
     pub fn open(site_dir: &std::path::Path) -> Result<Watcher> {
-        let (client, expected) = open_site(site_dir)?;
+        Watcher::open_expecting(site_dir, None)
+    }
+
+    /// [`Watcher::open`], judging by `expected` (what the host was given) when there is one,
+    /// else by the site's configuration ISO.
+    pub fn open_expecting(
+        site_dir: &std::path::Path,
+        expected: Option<Expected>,
+    ) -> Result<Watcher> {
+        let (client, expected) = open_site(site_dir, expected)?;
         let tracker = Tracker::new(client.origin(), now());
         Ok(Watcher {
             site_dir: site_dir.to_path_buf(),
@@ -220,13 +234,38 @@ fn now() -> DateTime<Utc> {
 }
 
 /// The client for the site's kubeconfig and what its ISO promises.
-fn open_site(dir: &std::path::Path) -> Result<(Client, Expected)> {
+fn open_site(dir: &std::path::Path, expected: Option<Expected>) -> Result<(Client, Expected)> {
     let kubeconfig = dir.join(AUTH_DIR).join(KUBECONFIG_FILE);
     let access = load_kubeconfig(&kubeconfig)?;
-    let expected = marker::read_expected(&dir.join(ISO_FILE_NAME))?;
+    let expected = match expected {
+        Some(e) => e,
+        None => marker::read_expected(&dir.join(ISO_FILE_NAME))?,
+    };
     let client = Client::new(&access, ClientOptions::default())
         .with_context(|| format!("{}", kubeconfig.display()))?;
     Ok((client, expected))
+}
+
+/// What the one-shot ISO at `iso` carries, as the watch judges by it.
+pub fn one_shot_expected(iso: &std::path::Path) -> Result<Expected> {
+    let carried = match one_shot_check::carried(iso)? {
+        Some(c @ one_shot_check::Carried::Tree(_)) => c,
+        Some(one_shot_check::Carried::Fetch(_)) => bail!(
+            "{}: this one-shot ISO fetches the site's configuration ISO at install time: watch without --one-shot (imagebasedconfig.iso is what it fetches)",
+            iso.display()
+        ),
+        None => bail!(
+            "{}: not a one-shot ISO (built with ibi create image --site): --one-shot judges by the configuration such an ISO carries",
+            iso.display()
+        ),
+    };
+    let file = |rel: &str| {
+        one_shot_check::tree_file(&carried, rel)
+            .with_context(|| format!("{}: its tree has no {rel}", iso.display()))
+    };
+    let marker = file(&format!("{EXTRA_MANIFESTS_DIR}/{MARKER_FILE}"))?;
+    let manifest = file(MANIFEST_PATH)?;
+    marker::expected_from(marker, manifest, &iso.display().to_string())
 }
 
 /// Says what the user can do about an error no wait cures.

@@ -52,17 +52,13 @@ pub const REGISTRIES_CONF_PATH: &str = "/etc/containers/registries.conf";
 pub const TRUST_BUNDLE_PATH: &str = "/etc/pki/ca-trust/source/anchors/additional-trust-bundle.pem";
 /// `ExecStart=` of [`INSTALL_UNIT`]; relabelled `install_exec_t` by its `ExecStartPre=`.
 pub use crate::contract::ibi_configuration::INSTALL_SCRIPT_PATH;
-/// Applied with `nmstatectl apply` by [`NETWORK_CONFIG_UNIT`].
-pub const NETWORK_CONFIG_PATH: &str = "/var/tmp/network-config.yaml";
 /// The oneshot unit that runs [`INSTALL_SCRIPT_PATH`]; always enabled.
 pub const INSTALL_UNIT: &str = "install-rhcos-and-restore-seed.service";
-/// Applies the static network before [`INSTALL_UNIT`]; enabled only with a `networkConfig`.
-pub const NETWORK_CONFIG_UNIT: &str = "network-config.service";
+pub use super::units::{NETWORK_CONFIG_PATH, NETWORK_CONFIG_UNIT, PRIVATE_MODE};
 
-/// The installer's mode rule for template files: parent dir `bin` gives 0555 (systemd executes it) …
+/// The installer's mode rule for template files: parent dir `bin` gives 0555 (systemd executes it),
+/// everything else [`PRIVATE_MODE`].
 pub const SCRIPT_MODE: u32 = 0o555;
-/// … and everything else 0600 (pull secret, configs; read by root only); also the trust bundle's mode.
-pub const PRIVATE_MODE: u32 = 0o600;
 /// registries.conf is world-readable, as podman run by any user reads it.
 pub const REGISTRIES_CONF_MODE: u32 = 0o644;
 pub use crate::contract::ibi_configuration::POST_SCRIPT_MODE;
@@ -172,11 +168,12 @@ pub fn build_installation_ignition(i: &InstallationIgnitionInputs) -> Result<Con
     for file in template_files(i)? {
         replace_or_append(&mut config.storage.files, file);
     }
-    if let Some(tree) = &i.site {
-        carry_site(&mut config, tree)?;
-    }
     for unit in units(i)? {
         add_unit(&mut config.systemd.units, unit);
+    }
+    // Last: it lays the site over the whole fleet config, as deploy's streamed variants do.
+    if let Some(tree) = &i.site {
+        carry_site(&mut config, tree)?;
     }
     check_duplicates(&config)?;
     Ok(config)

@@ -11,15 +11,22 @@
 //! `/var/tmp/post.sh`; the user's own `post.sh` moves to [`USER_POST_SCRIPT_PATH`] and runs after the
 //! tree is written, from the same working directory, its exit status lca-cli's.
 //! `hostAgent: ibi` needs no script: `ibi agent install` has its own step (`write-site-config`).
+//!
+//! The medium is the site's own, so the live system gets the site's network too: a site with a
+//! static network (its manifest.json's nmstate) has it applied before the install, as the
+//! installation ISO's own `networkConfig` is, or the install could not pull the seed, precache or
+//! report where there is no DHCP. A site on DHCP keeps the fleet ISO's.
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use super::super::site_tree::{SITE_FILE_MODE, SiteTree};
 use super::host_agent::FETCH_IBI_SCRIPT_PATH;
+use super::units::{NETWORK_CONFIG_PATH, NETWORK_CONFIG_UNIT, PRIVATE_MODE};
 use crate::config::{ONE_SHOT_SINCE, parse_minor_version};
 use crate::contract::config_iso::{
-    LIVE_SITE_TREE, MANIFEST_PATH, MANIFESTS_DIR, SITE_FETCH_PATH, STATEROOT_TARGET, SiteFetch,
+    LIVE_SITE_TREE, MANIFEST_NMSTATE_KEY, MANIFEST_PATH, MANIFESTS_DIR, ONE_SHOT_PATH, OneShot,
+    OneShotTree, SITE_FETCH_PATH, STATEROOT_TARGET, SiteFetch,
 };
 use crate::contract::host_report::REPORT_CONFIG_PATH;
 use crate::contract::ibi_configuration::{
@@ -105,8 +112,80 @@ pub fn carry_site(config: &mut Config, tree: &SiteTree) -> Result<()> {
             script.as_bytes(),
         ));
     }
+    carry_network(config, tree)?;
+    say_one_shot(config, tree, OneShotTree::Carried)?;
     add_site_tree(config, tree);
     Ok(())
+}
+
+/// [`ONE_SHOT_PATH`]: the config says it is `tree`'s site's one-shot install.
+fn say_one_shot(config: &mut Config, tree: &SiteTree, how: OneShotTree) -> Result<()> {
+    let one_shot = OneShot {
+        site: tree
+            .site
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        tree: how,
+    };
+    let mut json = serde_json::to_vec(&one_shot).context("encoding the one-shot marker")?;
+    json.push(b'\n');
+    config
+        .storage
+        .files
+        .push(File::from_bytes(ONE_SHOT_PATH, SITE_FILE_MODE, &json));
+    Ok(())
+}
+
+/// The site's static network on the live system (see the module's doc): `/var/tmp/network-config.yaml`
+/// holds the site's nmstate, as the installer writes a `networkConfig`, and `network-config.service`
+/// (which applies it before the install starts) is enabled. Whether the site has one.
+pub fn carry_network(config: &mut Config, tree: &SiteTree) -> Result<bool> {
+    let Some(nmstate) = site_nmstate(tree)? else {
+        return Ok(false);
+    };
+    let not_ours = |what: &str| {
+        format!(
+            "the installation ISO's Ignition config has no {what}: not an ISO `ibi create image` built"
+        )
+    };
+    let file = config
+        .storage
+        .files
+        .iter_mut()
+        .find(|f| f.path == NETWORK_CONFIG_PATH)
+        .with_context(|| not_ours(NETWORK_CONFIG_PATH))?;
+    *file = File::from_bytes(
+        NETWORK_CONFIG_PATH,
+        PRIVATE_MODE,
+        format!("{nmstate}\n").as_bytes(),
+    );
+    config
+        .systemd
+        .units
+        .iter_mut()
+        .find(|u| u.name == NETWORK_CONFIG_UNIT)
+        .with_context(|| not_ours(NETWORK_CONFIG_UNIT))?
+        .enabled = Some(true);
+    Ok(true)
+}
+
+/// The site's nmstate YAML from its manifest.json; `None` for a site on DHCP.
+fn site_nmstate(tree: &SiteTree) -> Result<Option<String>> {
+    let manifest = tree
+        .files
+        .iter()
+        .find(|(p, _)| p == MANIFEST_PATH)
+        .map(|(_, d)| d)
+        .with_context(|| format!("the site's configuration has no {MANIFEST_PATH}"))?;
+    let value: Value = serde_json::from_slice(manifest).map_err(|e| {
+        anyhow::anyhow!("the site's {MANIFEST_PATH} is not JSON (line {})", e.line())
+    })?;
+    Ok(value
+        .get(MANIFEST_NMSTATE_KEY)
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .map(str::to_string))
 }
 
 /// What a one-shot variant is made over: an installation config `create image` built without
@@ -115,6 +194,7 @@ fn one_shot_base(config: &Config) -> Result<(bool, String)> {
     let under_tree = format!("{LIVE_SITE_TREE}/");
     let has = |path: &str| config.storage.files.iter().any(|f| f.path == path);
     if has(SITE_FETCH_PATH)
+        || has(ONE_SHOT_PATH)
         || config
             .storage
             .files
@@ -165,6 +245,8 @@ pub fn carry_site_fetch(config: &mut Config, tree: &SiteTree) -> Result<()> {
             "a tree this large is fetched at install time from statusURL with the host's own report token: the installation ISO has no statusURL"
         );
     }
+    carry_network(config, tree)?;
+    say_one_shot(config, tree, OneShotTree::Fetched)?;
     let fetch = SiteFetch {
         size: tree.iso_size,
         sha256: tree.iso_sha256.clone(),

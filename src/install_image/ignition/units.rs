@@ -1,9 +1,18 @@
-//! What the units of both variants share: the installer's proxy `Environment=` lines, and the guard that
-//! keeps a value from ending its line and injecting directives.
+//! What the units of both variants share: the installer's proxy `Environment=` lines, the guard that
+//! keeps a value from ending its line and injecting directives, and the live system's static network
+//! (its file and unit, which a one-shot ISO fills with its site's network).
 
 use anyhow::{Result, bail};
 
 use crate::config::Proxy;
+
+/// Applied with `nmstatectl apply` by [`NETWORK_CONFIG_UNIT`].
+pub const NETWORK_CONFIG_PATH: &str = "/var/tmp/network-config.yaml";
+/// Applies the static network before the install unit; enabled only with a `networkConfig`.
+pub const NETWORK_CONFIG_UNIT: &str = "network-config.service";
+/// The installer's mode for every template file outside `bin/` (pull secret, configs; read by root
+/// only); also the trust bundle's mode.
+pub const PRIVATE_MODE: u32 = 0o600;
 
 /// The installer's proxy lines: `Environment=` upper- and lower-case, quoted, for each value set.
 pub fn proxy_environment(proxy: Option<&Proxy>) -> Result<String> {

@@ -299,3 +299,55 @@ fn a_site_is_carried_once_and_only_over_a_seed_of_4_16_or_later() {
     let err = format!("{:#}", carry_site(&mut foreign, &tree()).unwrap_err());
     assert!(err.contains("not an ISO `ibi create image` built"), "{err}");
 }
+
+/// Issue 33 item 7: a static-IP site's one-shot ISO had no network on the live system (the site's
+/// nmstate was carried only for after the install). The live system applies it now, as the
+/// installation ISO's own `networkConfig`; a site on DHCP keeps the fleet's.
+#[test]
+fn a_static_sites_network_is_applied_on_the_live_system_too() {
+    let nmstate = "interfaces:\n- name: eth0\n  type: ethernet\n  state: up\n  ipv4:\n    enabled: true\n    address:\n    - ip: 192.0.2.17\n      prefix-length: 24\n";
+    let manifest = serde_json::json!({"api_version": 1, MANIFEST_NMSTATE_KEY: nmstate});
+    let mut static_tree = tree();
+    static_tree.files[0].1 = serde_json::to_vec(&manifest).unwrap();
+    for agent in [None, Some("quay.io/x/ibi:1")] {
+        let mut fleet = inputs(None, agent);
+        fleet.site = None;
+        let fleet = build_installation_ignition(&fleet).unwrap();
+        let network = |c: &Config| {
+            let file = c
+                .storage
+                .files
+                .iter()
+                .find(|f| f.path == NETWORK_CONFIG_PATH)
+                .unwrap();
+            let unit = c
+                .systemd
+                .units
+                .iter()
+                .find(|u| u.name == NETWORK_CONFIG_UNIT)
+                .unwrap();
+            (
+                String::from_utf8(file.data().unwrap()).unwrap(),
+                unit.enabled,
+            )
+        };
+        assert_eq!(
+            network(&fleet),
+            ("\n".to_string(), None),
+            "the fleet's: none"
+        );
+        let mut one_shot = fleet.clone();
+        carry_site(&mut one_shot, &static_tree).unwrap();
+        assert_eq!(network(&one_shot), (format!("{nmstate}\n"), Some(true)));
+        // The same as the installation ISO built with that networkConfig.
+        let mut with_network = inputs(None, agent);
+        with_network.site = None;
+        with_network.network_config = Some(nmstate.to_string());
+        let built = build_installation_ignition(&with_network).unwrap();
+        assert_eq!(network(&one_shot), network(&built));
+        // A DHCP site: the fleet's network, untouched.
+        let mut dhcp = fleet.clone();
+        carry_site(&mut dhcp, &tree()).unwrap();
+        assert_eq!(network(&dhcp), network(&fleet));
+    }
+}
