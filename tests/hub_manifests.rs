@@ -773,3 +773,28 @@ fn what_a_hub_refuses_is_reported_before_anything_is_written() {
     // A value every site takes from the base is one finding, not one per site.
     assert_eq!(stderr.matches("has no auth").count(), 1, "{stderr}");
 }
+
+/// Issue 34 item 1: a site whose nmstate names no `mac-address` got `nodeNetwork.interfaces: []`,
+/// which the ClusterInstance CRD refuses (`minItems: 1`, siteconfig ecff291f,
+/// config/crd/bases/siteconfig.open-cluster-management.io_clusterinstances.yaml): the list is left
+/// out, the nmstate config kept.
+#[test]
+fn a_network_that_names_no_mac_gets_no_interfaces_list() {
+    let (base, mut inv) = example_base();
+    let config = &mut inv["sites"][2]["networkConfig"]["interfaces"][0];
+    config.as_object_mut().unwrap().remove("mac-address");
+    let inventory = hub_inventory(base.path(), inv);
+    let out = hub(
+        base.path(),
+        &inventory,
+        &[
+            "--release-image",
+            "quay.io/openshift-release-dev/ocp-release:4.18.0-x86_64",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let ci = yaml(&base.path().join("hub/sites/a19/cluster-instance.yaml"));
+    let nn = &ci["spec"]["nodes"][0]["nodeNetwork"];
+    assert!(nn.get("interfaces").is_none(), "{nn}");
+    assert!(nn["config"]["interfaces"].is_array(), "{nn}");
+}

@@ -128,7 +128,12 @@ pub fn cluster_instance(s: &ClusterSpec<'_>) -> Result<Value> {
             serde_json::to_value(hints).context("rendering rootDeviceHints")?;
     }
     if let Some(config) = n.network_config {
-        node["nodeNetwork"] = json!({"interfaces": node_interfaces(config), "config": config});
+        // The CRD wants at least one interface when the list is there: none named, none written.
+        let interfaces = node_interfaces(config);
+        node["nodeNetwork"] = match interfaces.is_empty() {
+            true => json!({"config": config}),
+            false => json!({"interfaces": interfaces, "config": config}),
+        };
     }
     let mut spec = json!({
         "clusterName": s.cluster_name,

@@ -21,15 +21,6 @@ use crate::config::{
 pub const RESERVED_MANIFESTS: &[&str] = &["invoker-cm.yaml", "ibi-monitor-cm.yaml"];
 /// Longer extra-manifest file names break an image-based install from a hub (OCPBUGS-48244).
 pub const MAX_MANIFEST_NAME: usize = 30;
-/// ClusterInstance `clusterType` values (the schema's enum).
-const CLUSTER_TYPES: &[&str] = &[
-    "SNO",
-    "HighlyAvailable",
-    "HostedControlPlane",
-    "HighlyAvailableArbiter",
-];
-const ROLES: &[&str] = &["master", "worker", "arbiter"];
-const CLEANING_MODES: &[&str] = &["disabled", "metadata"];
 const ROOT_DEVICE_HINT_KEYS: &[&str] = &[
     "deviceName",
     "hctl",
@@ -157,6 +148,317 @@ fn is_config_map_key(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
+/// A rule of the ClusterInstance CRD's OpenAPI schema, at a path (`spec.nodes[].role`: each item of
+/// `spec.nodes`, its `role`).
+enum Rule {
+    /// The object's only fields: the API server refuses any other (kubectl's strict field
+    /// validation) or drops it.
+    Fields(&'static [&'static str]),
+    Required(&'static [&'static str]),
+    Enum(&'static [&'static str]),
+    MinItems(usize),
+    MaxItems(usize),
+    MinLength(usize),
+    /// An integer of at least this.
+    Minimum(u64),
+    /// The schema's MAC pattern (`[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}`).
+    Mac,
+    String,
+    Array,
+    Object,
+}
+
+/// The ClusterInstance CRD's rules, every one the API server enforces for a field ibi may write and
+/// for the objects around them: stolostron/siteconfig ecff291f,
+/// `config/crd/bases/siteconfig.open-cluster-management.io_clusterinstances.yaml` (apiVersion
+/// v1alpha1). Facts carried over by hand, not the file.
+const CLUSTER_INSTANCE_SCHEMA: &[(&str, Rule)] = &[
+    (
+        "spec",
+        Rule::Fields(&[
+            "additionalNTPSources",
+            "apiVIPs",
+            "baseDomain",
+            "caBundleRef",
+            "clusterImageSetNameRef",
+            "clusterName",
+            "clusterNetwork",
+            "clusterType",
+            "cpuArchitecture",
+            "cpuPartitioningMode",
+            "diskEncryption",
+            "extraAnnotations",
+            "extraLabels",
+            "extraManifestsRefs",
+            "holdInstallation",
+            "ignitionConfigOverride",
+            "ingressVIPs",
+            "installConfigOverrides",
+            "machineNetwork",
+            "networkType",
+            "nodes",
+            "platformType",
+            "proxy",
+            "pruneManifests",
+            "pullSecretRef",
+            "reinstall",
+            "serviceNetwork",
+            "sshPublicKey",
+            "suppressedManifests",
+            "templateRefs",
+        ]),
+    ),
+    (
+        "spec",
+        Rule::Required(&[
+            "baseDomain",
+            "clusterImageSetNameRef",
+            "clusterName",
+            "nodes",
+            "pullSecretRef",
+            "templateRefs",
+        ]),
+    ),
+    ("spec.baseDomain", Rule::String),
+    ("spec.clusterName", Rule::String),
+    ("spec.clusterImageSetNameRef", Rule::String),
+    ("spec.sshPublicKey", Rule::String),
+    ("spec.additionalNTPSources", Rule::Array),
+    ("spec.additionalNTPSources[]", Rule::String),
+    ("spec.apiVIPs", Rule::MaxItems(2)),
+    ("spec.ingressVIPs", Rule::MaxItems(2)),
+    ("spec.clusterNetwork[]", Rule::Required(&["cidr"])),
+    ("spec.serviceNetwork[]", Rule::Required(&["cidr"])),
+    ("spec.machineNetwork", Rule::Array),
+    ("spec.machineNetwork[]", Rule::Required(&["cidr"])),
+    (
+        "spec.clusterType",
+        Rule::Enum(&[
+            "SNO",
+            "HighlyAvailable",
+            "HostedControlPlane",
+            "HighlyAvailableArbiter",
+        ]),
+    ),
+    (
+        "spec.cpuArchitecture",
+        Rule::Enum(&["x86_64", "aarch64", "multi"]),
+    ),
+    (
+        "spec.cpuPartitioningMode",
+        Rule::Enum(&["None", "AllNodes"]),
+    ),
+    (
+        "spec.networkType",
+        Rule::Enum(&["OpenShiftSDN", "OVNKubernetes"]),
+    ),
+    (
+        "spec.platformType",
+        Rule::Enum(&["", "BareMetal", "None", "VSphere", "Nutanix", "External"]),
+    ),
+    (
+        "spec.proxy",
+        Rule::Fields(&["httpProxy", "httpsProxy", "noProxy"]),
+    ),
+    (
+        "spec.reinstall",
+        Rule::Required(&["generation", "preservationMode"]),
+    ),
+    (
+        "spec.reinstall.preservationMode",
+        Rule::Enum(&["None", "All", "ClusterIdentity"]),
+    ),
+    (
+        "spec.templateRefs[]",
+        Rule::Required(&["name", "namespace"]),
+    ),
+    ("spec.templateRefs[].name", Rule::MinLength(1)),
+    ("spec.templateRefs[].namespace", Rule::MinLength(1)),
+    ("spec.nodes", Rule::Array),
+    (
+        "spec.nodes[]",
+        Rule::Fields(&[
+            "automatedCleaningMode",
+            "bmcAddress",
+            "bmcCredentialsName",
+            "bootMACAddress",
+            "bootMode",
+            "cpuArchitecture",
+            "extraAnnotations",
+            "extraLabels",
+            "hostName",
+            "hostRef",
+            "ignitionConfigOverride",
+            "installerArgs",
+            "ironicInspect",
+            "nodeLabels",
+            "nodeNetwork",
+            "pruneManifests",
+            "role",
+            "rootDeviceHints",
+            "suppressedManifests",
+            "templateRefs",
+        ]),
+    ),
+    (
+        "spec.nodes[]",
+        Rule::Required(&[
+            "bmcAddress",
+            "bmcCredentialsName",
+            "bootMACAddress",
+            "hostName",
+            "templateRefs",
+        ]),
+    ),
+    ("spec.nodes[].bmcCredentialsName", Rule::Required(&["name"])),
+    ("spec.nodes[].bootMACAddress", Rule::Mac),
+    (
+        "spec.nodes[].automatedCleaningMode",
+        Rule::Enum(&["metadata", "disabled"]),
+    ),
+    // The CRD's enum, which the inventory's bootMode already takes.
+    ("spec.nodes[].bootMode", Rule::Enum(BOOT_MODES)),
+    (
+        "spec.nodes[].cpuArchitecture",
+        Rule::Enum(&["x86_64", "aarch64"]),
+    ),
+    (
+        "spec.nodes[].hostRef",
+        Rule::Required(&["name", "namespace"]),
+    ),
+    ("spec.nodes[].hostRef.name", Rule::MinLength(1)),
+    ("spec.nodes[].hostRef.namespace", Rule::MinLength(1)),
+    ("spec.nodes[].ironicInspect", Rule::Enum(&["", "disabled"])),
+    (
+        "spec.nodes[].role",
+        Rule::Enum(&["master", "worker", "arbiter"]),
+    ),
+    (
+        "spec.nodes[].nodeNetwork",
+        Rule::Fields(&["config", "interfaces"]),
+    ),
+    ("spec.nodes[].nodeNetwork.config", Rule::Object),
+    ("spec.nodes[].nodeNetwork.interfaces", Rule::MinItems(1)),
+    (
+        "spec.nodes[].nodeNetwork.interfaces[]",
+        Rule::Required(&["macAddress", "name"]),
+    ),
+    (
+        "spec.nodes[].nodeNetwork.interfaces[].macAddress",
+        Rule::Mac,
+    ),
+    (
+        "spec.nodes[].rootDeviceHints",
+        Rule::Fields(ROOT_DEVICE_HINT_KEYS),
+    ),
+    (
+        "spec.nodes[].rootDeviceHints.minSizeGigabytes",
+        Rule::Minimum(0),
+    ),
+    (
+        "spec.nodes[].templateRefs[]",
+        Rule::Required(&["name", "namespace"]),
+    ),
+    ("spec.nodes[].templateRefs[].name", Rule::MinLength(1)),
+    ("spec.nodes[].templateRefs[].namespace", Rule::MinLength(1)),
+];
+
+/// Every value at `path` (`a.b[].c`), with its concrete path (`a.b[0].c`).
+fn at_path<'v>(v: &'v Value, path: &str) -> Vec<(String, &'v Value)> {
+    let mut found = vec![(String::new(), v)];
+    for part in path.split('.') {
+        let (key, each) = match part.strip_suffix("[]") {
+            Some(k) => (k, true),
+            None => (part, false),
+        };
+        let mut next = Vec::new();
+        for (at, v) in found {
+            let Some(child) = v.get(key) else { continue };
+            let at = if at.is_empty() {
+                key.to_string()
+            } else {
+                format!("{at}.{key}")
+            };
+            match (each, child.as_array()) {
+                (false, _) => next.push((at, child)),
+                (true, Some(items)) => next.extend(
+                    items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, item)| (format!("{at}[{i}]"), item)),
+                ),
+                (true, None) => {}
+            }
+        }
+        found = next;
+    }
+    found
+}
+
+/// The violations of [`CLUSTER_INSTANCE_SCHEMA`], one message each.
+fn schema_errors(doc: &Value, e: &mut Errors) {
+    for (path, rule) in CLUSTER_INSTANCE_SCHEMA {
+        for (at, v) in at_path(doc, path) {
+            match rule {
+                Rule::Fields(known) => {
+                    for k in v.as_object().into_iter().flat_map(|m| m.keys()) {
+                        if !known.contains(&k.as_str()) {
+                            e.push(format!("{at}.{k}: not a field of the ClusterInstance CRD"));
+                        }
+                    }
+                }
+                Rule::Required(fields) => {
+                    for f in *fields {
+                        if v.get(f).is_none() {
+                            e.push(format!("{at}.{f}: required by the ClusterInstance CRD"));
+                        }
+                    }
+                }
+                Rule::Enum(values) => {
+                    if !v.as_str().is_some_and(|s| values.contains(&s)) {
+                        e.push(format!("{at}: {v} is not one of {values:?}"));
+                    }
+                }
+                Rule::MinItems(n) => {
+                    if v.as_array().is_none_or(|a| a.len() < *n) {
+                        e.push(format!(
+                            "{at}: the ClusterInstance CRD wants at least {n} item(s)"
+                        ));
+                    }
+                }
+                Rule::MaxItems(n) => {
+                    if v.as_array().is_some_and(|a| a.len() > *n) {
+                        e.push(format!(
+                            "{at}: the ClusterInstance CRD allows at most {n} item(s)"
+                        ));
+                    }
+                }
+                Rule::MinLength(n) => {
+                    if v.as_str().is_none_or(|s| s.chars().count() < *n) {
+                        e.push(format!(
+                            "{at}: must be a string of at least {n} character(s)"
+                        ));
+                    }
+                }
+                Rule::Minimum(n) => {
+                    if v.as_u64().is_none_or(|x| x < *n) {
+                        e.push(format!("{at}: must be an integer of at least {n}"));
+                    }
+                }
+                Rule::Mac => {
+                    if !v.as_str().is_some_and(is_mac) {
+                        e.push(format!("{at}: {v} does not match xx:xx:xx:xx:xx:xx"));
+                    }
+                }
+                Rule::String if !v.is_string() => e.push(format!("{at}: must be a string")),
+                Rule::Array if !v.is_array() => e.push(format!("{at}: must be a list")),
+                Rule::Object if !v.is_object() => e.push(format!("{at}: must be a map")),
+                Rule::String | Rule::Array | Rule::Object => {}
+            }
+        }
+    }
+}
+
 /// The object's violations of the field rules of its kind, one message each (empty: none).
 pub fn check_object(doc: &Value) -> Vec<String> {
     let mut e = Errors::default();
@@ -192,7 +494,10 @@ pub fn check_object(doc: &Value) -> Vec<String> {
                 }
             }
         }
-        "ClusterInstance" => cluster_instance(doc, &mut e),
+        "ClusterInstance" => {
+            schema_errors(doc, &mut e);
+            cluster_instance(doc, &mut e);
+        }
         other => e.push(format!("kind {other:?}: not one ibi writes")),
     }
     e.0
@@ -209,7 +514,10 @@ fn cluster_instance(doc: &Value, e: &mut Errors) {
         e.string(doc, field);
     }
     e.name(doc, "spec.clusterName", is_dns1123_label);
-    e.one_of(doc, "spec.clusterType", CLUSTER_TYPES, false);
+    // Required by ibi's own templates' rendering (IBIO: SNO only), beyond the CRD's enum.
+    if spec.get("clusterType").and_then(Value::as_str) != Some("SNO") {
+        e.push("spec.clusterType: ibi writes SNO clusters only");
+    }
     e.template_refs(doc, "spec.templateRefs", CLUSTER_TEMPLATES);
     if doc.pointer("/metadata/namespace").and_then(Value::as_str)
         != spec.get("clusterName").and_then(Value::as_str)
@@ -247,54 +555,34 @@ fn cluster_instance(doc: &Value, e: &mut Errors) {
             sub.string(node, f);
         }
         sub.name(node, "hostName", is_dns1123_subdomain);
-        if let Some(mac) = node.get("bootMACAddress").and_then(Value::as_str)
-            && !is_mac(mac)
-        {
-            sub.push(format!(
-                "bootMACAddress: {mac:?} does not match xx:xx:xx:xx:xx:xx"
-            ));
-        }
-        sub.one_of(node, "role", ROLES, true);
-        sub.one_of(node, "bootMode", BOOT_MODES, true);
-        sub.one_of(node, "automatedCleaningMode", CLEANING_MODES, true);
         sub.template_refs(node, "templateRefs", NODE_TEMPLATES);
-        if let Some(h) = node.get("rootDeviceHints") {
-            match h.as_object() {
-                None => sub.push("rootDeviceHints: must be a map"),
-                Some(h) => {
-                    for (k, v) in h {
-                        let ok = match k.as_str() {
-                            "minSizeGigabytes" => v.is_u64(),
-                            "rotational" => v.is_boolean(),
-                            k if ROOT_DEVICE_HINT_KEYS.contains(&k) => v.is_string(),
-                            _ => false,
-                        };
-                        if !ok {
-                            sub.push(format!(
-                                "rootDeviceHints.{k}: not a metal3 hint of that type"
-                            ));
-                        }
-                    }
-                }
+        // The hints' value types (metal3's), beyond the CRD's list of keys.
+        for (k, v) in node
+            .get("rootDeviceHints")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            let ok = match k.as_str() {
+                "minSizeGigabytes" => v.is_u64(),
+                "rotational" => v.is_boolean(),
+                _ => v.is_string(),
+            };
+            if !ok {
+                sub.push(format!(
+                    "rootDeviceHints.{k}: not a metal3 hint of that type"
+                ));
             }
         }
         if let Some(nn) = node.get("nodeNetwork") {
-            if !nn.get("config").is_some_and(Value::is_object) {
-                sub.push("nodeNetwork.config: must be an nmstate document (a map)");
-            }
             for (j, iface) in array(nn, "interfaces").iter().enumerate() {
-                let mac = iface
-                    .get("macAddress")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
                 if iface
                     .get("name")
                     .and_then(Value::as_str)
                     .is_none_or(str::is_empty)
-                    || !is_mac(mac)
                 {
                     sub.push(format!(
-                        "nodeNetwork.interfaces[{j}]: needs a name and a MAC address"
+                        "nodeNetwork.interfaces[{j}].name: must not be empty"
                     ));
                 }
             }
@@ -339,15 +627,6 @@ impl Errors {
             && !ok(s)
         {
             self.push(format!("{dotted}: {s:?} is not a valid name"));
-        }
-    }
-
-    fn one_of(&mut self, v: &Value, dotted: &str, values: &[&str], optional: bool) {
-        match Self::get(v, dotted) {
-            None if optional => {}
-            None => self.push(format!("{dotted}: required")),
-            Some(Value::String(s)) if values.contains(&s.as_str()) => {}
-            Some(x) => self.push(format!("{dotted}: {x} is not one of {values:?}")),
         }
     }
 

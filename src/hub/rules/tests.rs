@@ -181,6 +181,27 @@ fn each_cluster_instance_rule_catches_its_violation() {
             Some(json!("x")),
             "nodeNetwork.interfaces[0]",
         ),
+        // Issue 34 item 1: the CRD's minItems, and any field it does not know.
+        (
+            "/spec/nodes/0/nodeNetwork/interfaces",
+            Some(json!([])),
+            "spec.nodes[0].nodeNetwork.interfaces: the ClusterInstance CRD wants at least 1 item(s)",
+        ),
+        (
+            "/spec/nodes/0/nodeLabel",
+            Some(json!({"a": "b"})),
+            "spec.nodes[0].nodeLabel: not a field of the ClusterInstance CRD",
+        ),
+        (
+            "/spec/apiVIPs",
+            Some(json!(["10.0.0.1", "10.0.0.2", "10.0.0.3"])),
+            "spec.apiVIPs: the ClusterInstance CRD allows at most 2 item(s)",
+        ),
+        (
+            "/spec/nodes/0/ironicInspect",
+            Some(json!("enabled")),
+            "spec.nodes[0].ironicInspect",
+        ),
     ];
     for (pointer, value, want) in cases {
         let errors = check_object(&with(cluster_instance(), pointer, value.clone()));
