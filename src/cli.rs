@@ -55,6 +55,11 @@ pub enum CreateCommand {
     ConfigImage(CreateConfigImageOpts),
     /// Write the manifests a hub (SiteConfig + image-based-install-operator) needs for every site of
     /// an inventory, in a GitOps layout; see docs/hub.md
+    // --release-image is required, but reported with every other finding of the run, not alone by
+    // clap: the usage line says it is required all the same.
+    #[command(
+        override_usage = "ibi create hub-manifests --sites <INVENTORY> --release-image <REF> [--dir <DIR>] [OPTIONS]"
+    )]
     HubManifests(CreateHubManifestsOpts),
     /// Write a commented image-based-installation-config.yaml template
     ImageConfigTemplate(CreateImageConfigTemplateOpts),
@@ -112,7 +117,8 @@ pub struct CreateHubManifestsOpts {
     /// Only this site (repeatable); default: every site of the inventory
     #[arg(long, value_name = "SITE")]
     pub only: Vec<String>,
-    /// The release the sites run (the seed's release payload), for the hub's ClusterImageSet
+    /// Required: the release the sites run (the seed's release payload), for the hub's
+    /// ClusterImageSet, e.g. quay.io/openshift-release-dev/ocp-release:4.18.0-x86_64
     #[arg(long, value_name = "REF")]
     pub release_image: Option<String>,
     /// Where to write the manifests (default: DIR/hub)

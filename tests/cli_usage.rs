@@ -140,3 +140,22 @@ fn base_iso_mistakes_are_reported_before_the_seed_is_contacted() {
         "error: --base-iso: reading /no/such.iso: No such file or directory (os error 2)\n"
     );
 }
+
+/// Issue 34 item 7: `--release-image` is required by `create hub-manifests` (reported with every
+/// other finding of the run): its usage line and `--help` say so.
+#[test]
+fn hub_manifests_usage_and_help_say_release_image_is_required() {
+    let out = ibi(&["create", "hub-manifests", "--help"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains(
+            "Usage: ibi create hub-manifests --sites <INVENTORY> --release-image <REF> [--dir <DIR>] [OPTIONS]"
+        ),
+        "{help}"
+    );
+    assert!(
+        help.contains("Required: the release the sites run"),
+        "{help}"
+    );
+}

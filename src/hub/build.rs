@@ -225,8 +225,10 @@ fn option_findings(o: &HubOptions) -> Vec<Finding> {
     f
 }
 
-/// The ClusterImageSet's name for `reference`: `ibi-` and its tag (or the digest's first 12 hex
-/// digits), in the characters a name allows.
+/// The ClusterImageSet's name for `reference`: `ibi-`, its tag (or the digest's first 12 hex
+/// digits) in the characters a name allows, and the first 8 hex digits of the SHA-256 of the whole
+/// reference. The object is cluster-scoped: two references with one tag (quay.io's and a mirror's)
+/// must not share a name, or the second fleet's apply changes the first's image.
 pub fn image_set_name(reference: &str) -> Result<String, String> {
     let r = parse_image_reference(reference)
         .map_err(|e| format!("invalid value {reference:?}: {e}"))?;
@@ -246,7 +248,12 @@ pub fn image_set_name(reference: &str) -> Result<String, String> {
             }
         })
         .collect();
-    Ok(format!("ibi-{}", clean.trim_end_matches(['-', '.'])))
+    let whole = crate::util::digest::hex(&openssl::sha::sha256(reference.as_bytes()));
+    Ok(format!(
+        "ibi-{}-{}",
+        clean.trim_end_matches(['-', '.']),
+        &whole[..8]
+    ))
 }
 
 /// What the hub needs of an inventory entry that ibi itself does not.
@@ -643,14 +650,22 @@ mod tests {
         assert!(metal3_bmc_address("https://10.0.0.9/other", Some("1")).is_err());
     }
 
+    /// Issue 34 item 6: two references with one tag got one (cluster-scoped) name.
     #[test]
-    fn image_set_names_follow_the_tag_or_digest() {
-        assert_eq!(
-            image_set_name("quay.io/openshift-release-dev/ocp-release:4.18.0_X86_64").unwrap(),
-            "ibi-4.18.0-x86-64"
-        );
+    fn image_set_names_follow_the_tag_or_digest_and_the_whole_reference() {
+        let quay =
+            image_set_name("quay.io/openshift-release-dev/ocp-release:4.18.0_X86_64").unwrap();
+        assert!(quay.starts_with("ibi-4.18.0-x86-64-"), "{quay}");
+        assert_eq!(quay.len(), "ibi-4.18.0-x86-64-".len() + 8);
+        let mirror = image_set_name("mirror.example.com:5000/ocp/release:4.18.0_X86_64").unwrap();
+        assert_ne!(quay, mirror, "one tag, two references");
         let digest = format!("quay.io/o/r@sha256:{}", "ab".repeat(32));
-        assert_eq!(image_set_name(&digest).unwrap(), "ibi-abababababab");
+        assert!(
+            image_set_name(&digest)
+                .unwrap()
+                .starts_with("ibi-abababababab-")
+        );
+        assert!(crate::config::is_dns1123_subdomain(&quay));
         assert!(image_set_name("not a ref").is_err());
     }
 }
