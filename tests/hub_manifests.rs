@@ -159,6 +159,17 @@ fn example_fleet_renders_for_a_hub() {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(!stderr.contains("not built"), "{stderr}");
+    // Issue 34 item 2: what the hub path drops is said, per site.
+    for site in SITES {
+        assert!(
+            stderr.contains(&format!("site {site}: its node labels (node-role.kubernetes.io/edge=, site.example.com/id={site}) are not carried over by the hub")),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("site {site}: releaseRegistry registry.edge.example.com:5000 is not carried over: the hub's image-based-install-operator takes the registry of --release-image, quay.io;")),
+            "{stderr}"
+        );
+    }
     let hub_dir = base.path().join("hub");
     // Nothing secret on the terminal: not the BMC password, not the pull secret, not the kubeadmin
     // password, not their base64.

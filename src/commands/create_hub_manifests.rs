@@ -24,6 +24,9 @@ pub fn run(opts: &CreateHubManifestsOpts) -> Result<()> {
     for f in &out.files {
         println!("{}", f.display());
     }
+    for line in &out.dropped {
+        tracing::warn!("{line}");
+    }
     for site in &out.unbuilt {
         eprintln!(
             "site {site}: not built by `ibi create config-image --sites` (no {}/{site}): no identity Secrets; \

@@ -37,6 +37,7 @@ use crate::config::{
 use crate::image_ref::parse_image_reference;
 use crate::util::fs::{Clobber, ensure_dir, write_atomic};
 use crate::util::secret::Secret;
+use crate::util::text::escape_control;
 
 /// Where the manifests go under BASE by default.
 pub const HUB_DIR: &str = "hub";
@@ -90,6 +91,8 @@ pub struct HubOutput {
     /// Folders under `OUT/sites/` (or `OUT/secrets/`) of sites the inventory no longer has (only
     /// looked for without `--only`); left in place.
     pub stale: Vec<PathBuf>,
+    /// What a site sets that the hub path does not carry over, a line each, site first.
+    pub dropped: Vec<String>,
 }
 
 /// One site, checked, with everything its files need.
@@ -450,6 +453,10 @@ fn write_all(
     Ok(HubOutput {
         out: out.to_path_buf(),
         files,
+        dropped: plans
+            .iter()
+            .flat_map(|p| not_carried(p, release_image))
+            .collect(),
         sites: plans.len(),
         unbuilt: plans
             .iter()
@@ -462,6 +469,39 @@ fn write_all(
             Vec::new()
         },
     })
+}
+
+/// What the site's inputs set that no hub object carries into IBIO's manifest.json
+/// (image-based-install-operator bc1ddc61, `WriteImageBaseConfig`; hub-handoff.md): its node
+/// labels, and a `releaseRegistry` other than the registry of `--release-image`, which IBIO takes
+/// instead.
+fn not_carried(plan: &SitePlan<'_>, release_image: &str) -> Vec<String> {
+    let ibc = &plan.inputs.image_based_config;
+    let site = escape_control(&plan.site.name);
+    let mut out = Vec::new();
+    if !ibc.node_labels.is_empty() {
+        let labels: Vec<String> = ibc
+            .node_labels
+            .iter()
+            .map(|(k, v)| escape_control(&format!("{k}={v}")))
+            .collect();
+        out.push(format!(
+            "site {site}: its node labels ({}) are not carried over by the hub (no field takes them into image-based-install-operator's manifest.json): add them as an extra manifest (docs/hub.md, \"Not carried over\")",
+            labels.join(", ")
+        ));
+    }
+    let hub_registry = parse_image_reference(release_image)
+        .map(|r| r.registry)
+        .unwrap_or_default();
+    if !ibc.release_registry.is_empty() && ibc.release_registry != hub_registry {
+        out.push(format!(
+            "site {site}: releaseRegistry {} is not carried over: the hub's image-based-install-operator takes the registry of --release-image, {}; give a release image on {} to keep the site on its mirror",
+            escape_control(&ibc.release_registry),
+            escape_control(&hub_registry),
+            escape_control(&ibc.release_registry)
+        ));
+    }
+    out
 }
 
 /// Site folders in OUT of sites not in the inventory.
