@@ -717,3 +717,42 @@ fn seed_preflight_applies_to_every_site() {
     run(&seed, "4.18.0", "unchanged");
     run(&versioned_seed("4.20.0", &[]), "4.20.0", "updated");
 }
+
+/// Issue 34 items 8, 9 and 10, all in one run: an extra manifest the API server would refuse (a
+/// ConfigMap over 1 MiB, a `metadata.name` that is not a DNS-1123 name), two sites whose clusters
+/// would share one API name, and every bad `rootDeviceHints` key, each named.
+#[test]
+fn what_a_cluster_would_refuse_later_is_found_now() {
+    let base = copy_fleet();
+    let big = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\n  namespace: default\ndata:\n  blob: \"{}\"\n",
+        "x".repeat(1100 * 1024)
+    );
+    fs::write(base.path().join("extra-manifests/big.yaml"), big).unwrap();
+    fs::write(
+        base.path().join("extra-manifests/name.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: \"ü\"\n  namespace: default\ndata: {}\n",
+    )
+    .unwrap();
+    fs::write(
+        base.path().join("sites.yaml"),
+        "sites:\n- name: a\n  hostname: h-a\n  clusterName: twin\n- name: b\n  hostname: h-b\n  clusterName: twin\n  rootDeviceHints:\n    diskName: sda\n    sizeGB: 3\n    minSizeGigabytes: big\n",
+    )
+    .unwrap();
+    let out = batch(base.path(), "sites.yaml", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    let inv = base.path().join("sites.yaml").display().to_string();
+    for want in [
+        "big.yaml: document 1: the ConfigMap's data is ".to_string(),
+        "over the 1048576 bytes the API server takes".to_string(),
+        "name.yaml: document 1: metadata.name \"ü\" is not a name the API server takes for a ConfigMap".to_string(),
+        format!("{inv}:7: sites[1].clusterName (site b): the cluster name and base domain \"twin.edge.example.com\" are also site \"a\"'s"),
+        format!("{inv}:9: sites[1].rootDeviceHints.diskName (site b): unknown field `diskName`"),
+        format!("{inv}:10: sites[1].rootDeviceHints.sizeGB (site b): unknown field `sizeGB`"),
+        format!("{inv}:11: sites[1].rootDeviceHints.minSizeGigabytes (site b): invalid type"),
+    ] {
+        assert!(err.contains(&want), "{want:?} not in:\n{err}");
+    }
+    assert!(!base.path().join("sites").exists(), "nothing written");
+}

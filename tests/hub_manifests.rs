@@ -818,3 +818,27 @@ fn a_network_that_names_no_mac_gets_no_interfaces_list() {
     assert!(nn.get("interfaces").is_none(), "{nn}");
     assert!(nn["config"]["interfaces"].is_array(), "{nn}");
 }
+
+/// Issue 34 item 8: an extra-manifests ConfigMap over 256 KiB (here a 300 KB manifest, within the
+/// API server's 1 MiB) cannot be applied client-side (its last-applied annotation is bounded): the
+/// run says to apply it server-side.
+#[test]
+fn a_config_map_too_big_for_client_side_apply_is_named() {
+    let (base, inv) = example_base();
+    let big = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\n  namespace: default\ndata:\n  blob: \"{}\"\n",
+        "x".repeat(300 * 1024)
+    );
+    fs::write(base.path().join("extra-manifests/big.yaml"), big).unwrap();
+    let inventory = hub_inventory(base.path(), inv);
+    let out = hub(base.path(), &inventory, &["--release-image", RELEASE]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("a19/extra-manifests.yaml: ")
+            && err.contains(
+                "apply it with `kubectl apply --server-side` (Argo CD: ServerSideApply=true)"
+            ),
+        "{err}"
+    );
+}

@@ -24,7 +24,7 @@ pub fn run(opts: &CreateHubManifestsOpts) -> Result<()> {
     for f in &out.files {
         println!("{}", f.display());
     }
-    for line in &out.dropped {
+    for line in &out.warnings {
         tracing::warn!("{line}");
     }
     for site in &out.unbuilt {

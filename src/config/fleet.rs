@@ -62,6 +62,9 @@ pub fn load_fleet(
         for site in &inv.sites {
             findings.extend(rules(site, &inventory_file));
         }
+        if let Some(base) = &base {
+            findings.extend(shared_api_names(base, &inv.sites, &inventory_file));
+        }
     }
     let (Some(inventory_data), Some(base)) = (sites, base) else {
         return Err(ValidationError { findings }.into());
@@ -125,6 +128,33 @@ fn under_base(base_dir: &Path, text: &str) -> Option<String> {
         .is_some_and(|rest| rest.starts_with('/'));
     let here = base_dir.as_os_str().is_empty() || base_dir == Path::new(".");
     (in_dir && !here).then(|| base_dir.join(text).display().to_string())
+}
+
+/// Two sites whose clusters would answer at one API name (`api.<clusterName>.<baseDomain>`): one
+/// of them could never be reached by its kubeconfig, and a hub takes them for one cluster. Each
+/// later site is a finding naming the first.
+fn shared_api_names(base: &FleetBase, sites: &[SiteEntry], inventory: &str) -> Vec<Finding> {
+    let mut first: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
+    let mut f = Vec::new();
+    for site in sites {
+        let Some(api) = base.api_name(site) else {
+            continue;
+        };
+        match first.get(&api) {
+            Some(other) => f.push(Finding {
+                file: inventory.to_string(),
+                field: site.field("clusterName"),
+                message: format!(
+                    "the cluster name and base domain {api:?} are also site {other:?}'s: each site's cluster needs its own API name (api.{api})"
+                ),
+                line: site.line("clusterName").or_else(|| site.line("name")),
+            }),
+            None => {
+                first.insert(api, &site.name);
+            }
+        }
+    }
+    f
 }
 
 /// Drops repeated findings (a base value every site inherits is one problem, not one per site).

@@ -311,6 +311,17 @@ fn decode_site(f: &mut Findings, lines: &YamlLines, i: usize, entry: &Value) -> 
     };
     let mut kept = Mapping::new();
     for (k, v) in map {
+        // A map of keys of its own (metal3's hints): each bad key is its own finding.
+        if k.as_str() == Some(ROOT_DEVICE_HINTS_KEY)
+            && let Value::Mapping(hints) = v
+        {
+            let good = decode_hints(f, lines, &at, &shown, hints);
+            // All bad: their findings say so; no "empty" finding on top of them.
+            if !good.is_empty() || hints.is_empty() {
+                kept.insert(k.clone(), Value::Mapping(good));
+            }
+            continue;
+        }
         let one = Mapping::from_iter([(k.clone(), v.clone())]);
         match serde_yaml_ng::from_value::<SiteEntry>(Value::Mapping(one)) {
             Ok(_) => {
@@ -327,6 +338,35 @@ fn decode_site(f: &mut Findings, lines: &YamlLines, i: usize, entry: &Value) -> 
         }
     }
     serde_yaml_ng::from_value(Value::Mapping(kept)).unwrap_or_default()
+}
+
+const ROOT_DEVICE_HINTS_KEY: &str = "rootDeviceHints";
+
+/// The hints of a `rootDeviceHints` map that decode, each one that does not a finding naming its key.
+fn decode_hints(
+    f: &mut Findings,
+    lines: &YamlLines,
+    at: &str,
+    shown: &dyn Fn(&str) -> String,
+    hints: &Mapping,
+) -> Mapping {
+    let mut good = Mapping::new();
+    for (k, v) in hints {
+        let one = Mapping::from_iter([(k.clone(), v.clone())]);
+        match serde_yaml_ng::from_value::<RootDeviceHints>(Value::Mapping(one)) {
+            Ok(_) => {
+                good.insert(k.clone(), v.clone());
+            }
+            Err(e) => {
+                let key = format!("{ROOT_DEVICE_HINTS_KEY}.{}", k.as_str().unwrap_or("?"));
+                let line = lines
+                    .line(&format!("{at}.{key}"))
+                    .or_else(|| lines.line(&format!("{at}.{ROOT_DEVICE_HINTS_KEY}")));
+                f.add_at(shown(&key), line, hide_values(&e.to_string()));
+            }
+        }
+    }
+    good
 }
 
 /// The key serde names in "unknown field `x`, expected …".
@@ -788,16 +828,17 @@ fn csv_root_device_hints(f: &mut Findings, line: usize, value: &str) -> Option<R
             },
             _ => v.into(),
         };
-        map.insert(k.to_string(), v);
-    }
-    match serde_json::from_value(serde_json::Value::Object(map)) {
-        Ok(hints) => Some(hints),
-        Err(e) => {
-            // serde names the unknown key and the keys it expects; no value is secret here.
-            f.add(&field, e.to_string());
-            None
+        // Each key on its own, so every bad one is named in one run; serde names the unknown key
+        // and the keys it expects (no value is secret here).
+        let one = serde_json::Map::from_iter([(k.to_string(), v.clone())]);
+        match serde_json::from_value::<RootDeviceHints>(serde_json::Value::Object(one)) {
+            Ok(_) => {
+                map.insert(k.to_string(), v);
+            }
+            Err(e) => f.add(&field, format!("{k}: {e}")),
         }
     }
+    serde_json::from_value(serde_json::Value::Object(map)).ok()
 }
 
 impl SiteEntry {

@@ -153,6 +153,25 @@ impl FleetBase {
         Ok(parse_install_config(&text)?)
     }
 
+    /// The site's cluster API name, `<clusterName>.<baseDomain>` (its `api.` and `*.apps.` names
+    /// hang below it), from the entry's overrides or the base; `None` when neither sets both.
+    pub fn api_name(&self, site: &SiteEntry) -> Option<String> {
+        let base = |path: &[&str]| {
+            path.iter()
+                .try_fold(&Value::Mapping(self.install_config.clone()), |v, k| {
+                    v.get(*k)
+                })
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let name = site
+            .cluster_name
+            .clone()
+            .or_else(|| base(&["metadata", "name"]))?;
+        let domain = site.base_domain.clone().or_else(|| base(&["baseDomain"]))?;
+        Some(format!("{name}.{domain}").to_ascii_lowercase())
+    }
+
     /// The site's effective files: the base with the entry's overrides.
     pub fn render(&self, site: &SiteEntry) -> anyhow::Result<SiteFiles> {
         let mut ic = self.install_config.clone();

@@ -158,4 +158,52 @@ fn check_object(f: &mut Findings, n: usize, doc: &serde_json::Value) {
             ));
         }
     }
+    api_server_limits(f, n, obj);
+}
+
+/// A ConfigMap's or Secret's data the API server takes at most (`MaxSecretSize`, and the same
+/// bound in ConfigMap validation: kubernetes `pkg/apis/core/validation`).
+const MAX_DATA_BYTES: usize = 1024 * 1024;
+/// Kinds whose names are path segments, not DNS-1123 subdomains (`system:…` ClusterRoles).
+const PATH_SEGMENT_NAMED: &[&str] = &["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"];
+
+/// What the API server would refuse when post-pivot (or a hub) applies the object, found now: a name
+/// that is not a DNS-1123 subdomain (or, for RBAC kinds, not a path segment), and a ConfigMap or
+/// Secret whose data is over 1 MiB.
+fn api_server_limits(f: &mut Findings, n: usize, obj: &serde_json::Map<String, serde_json::Value>) {
+    let kind = obj.get("kind").and_then(|v| v.as_str()).unwrap_or_default();
+    let name = obj
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(|v| v.as_str());
+    if let Some(name) = name {
+        let ok = match PATH_SEGMENT_NAMED.contains(&kind) {
+            true => !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%']),
+            false => super::is_dns1123_subdomain(name),
+        };
+        if !ok {
+            f.file_error(format!(
+                "document {n}: metadata.name {:?} is not a name the API server takes for a {kind} (lower-case letters, digits, '-' and '.', at most 253): post-pivot would fail to apply it",
+                crate::util::text::escape_control(name)
+            ));
+        }
+    }
+    if matches!(kind, "ConfigMap" | "Secret") {
+        let bytes: usize = ["data", "binaryData", "stringData"]
+            .iter()
+            .filter_map(|k| obj.get(*k).and_then(|d| d.as_object()))
+            .flat_map(|d| d.iter())
+            .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+            .sum();
+        // A Secret's `data` is base64: the limit is on what it decodes to.
+        let bytes = match kind {
+            "Secret" => bytes * 3 / 4,
+            _ => bytes,
+        };
+        if bytes > MAX_DATA_BYTES {
+            f.file_error(format!(
+                "document {n}: the {kind}'s data is {bytes} bytes, over the {MAX_DATA_BYTES} bytes the API server takes: post-pivot would fail to apply it"
+            ));
+        }
+    }
 }

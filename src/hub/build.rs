@@ -63,6 +63,9 @@ const DIR_MODE: u32 = 0o755;
 const FILE_MODE: u32 = 0o644;
 const SECRET_DIR_MODE: u32 = 0o700;
 const SECRET_FILE_MODE: u32 = 0o600;
+/// The API server's bound on an object's annotations together (`TotalAnnotationSizeLimitB`):
+/// client-side apply's `last-applied-configuration` must fit in it.
+const MAX_CLIENT_SIDE_APPLY: usize = 256 * 1024;
 /// How findings about the command's own options name their "file".
 const COMMAND_LINE: &str = "command line";
 
@@ -91,8 +94,9 @@ pub struct HubOutput {
     /// Folders under `OUT/sites/` (or `OUT/secrets/`) of sites the inventory no longer has (only
     /// looked for without `--only`); left in place.
     pub stale: Vec<PathBuf>,
-    /// What a site sets that the hub path does not carry over, a line each, site first.
-    pub dropped: Vec<String>,
+    /// What a site sets that the hub path does not carry over, and how a file must be applied, a
+    /// line each, site first.
+    pub warnings: Vec<String>,
 }
 
 /// One site, checked, with everything its files need.
@@ -433,7 +437,16 @@ fn write_all(
     }
     ensure_dir(&out.join(SECRETS_DIR), SECRET_DIR_MODE)?;
     let mut files = Vec::new();
+    let mut big = Vec::new();
     for f in outs {
+        // Client-side apply keeps the whole object in an annotation, and annotations are bounded.
+        let len = f.text.expose_str().len();
+        if len > MAX_CLIENT_SIDE_APPLY {
+            big.push(format!(
+                "{}: {len} bytes: a client-side `kubectl apply` stores the whole object in its last-applied annotation, which the API server bounds at {MAX_CLIENT_SIDE_APPLY} bytes; apply it with `kubectl apply --server-side` (Argo CD: ServerSideApply=true)",
+                f.path.display()
+            ));
+        }
         let (dir_mode, file_mode) = if f.secret {
             (SECRET_DIR_MODE, SECRET_FILE_MODE)
         } else {
@@ -453,9 +466,10 @@ fn write_all(
     Ok(HubOutput {
         out: out.to_path_buf(),
         files,
-        dropped: plans
+        warnings: plans
             .iter()
             .flat_map(|p| not_carried(p, release_image))
+            .chain(big)
             .collect(),
         sites: plans.len(),
         unbuilt: plans

@@ -183,7 +183,7 @@ fn csv_root_device_hints_are_key_value_items() {
     assert!(f[1].contains("rotational: invalid value \"yes\""), "{f:?}");
     assert!(f[2].contains("invalid item \"disk\""), "{f:?}");
     assert!(
-        f[3].contains("line 3 column rootDeviceHints: unknown field `diskName`"),
+        f[3].contains("line 3 column rootDeviceHints: diskName: unknown field `diskName`"),
         "{f:?}"
     );
 }
