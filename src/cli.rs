@@ -121,6 +121,14 @@ pub struct CreateHubManifestsOpts {
     /// ClusterImageSet, e.g. quay.io/openshift-release-dev/ocp-release:4.18.0-x86_64
     #[arg(long, value_name = "REF")]
     pub release_image: Option<String>,
+    /// The seed the sites run (REF as seedImage takes it), read for its version: a proxied site of
+    /// a 4.16–4.19 seed is refused (the hub's manifest.json would break it). Default: seedVersion of
+    /// DIR/image-based-installation-config.yaml, when there is one
+    #[arg(long, value_name = "REF")]
+    pub seed: Option<String>,
+    /// Registry served over plain HTTP (repeatable) when reading --seed
+    #[arg(long, value_name = "HOST[:PORT]", requires = "seed")]
+    pub insecure_registry: Vec<String>,
     /// Where to write the manifests (default: DIR/hub)
     #[arg(long, value_name = "OUT")]
     pub out: Option<PathBuf>,

@@ -842,3 +842,59 @@ fn a_config_map_too_big_for_client_side_apply_is_named() {
         "{err}"
     );
 }
+
+/// Issue 34 item 3: through the hub a site's manifest.json carries only `machine_networks` (IBIO
+/// bc1ddc61, its installer's clusterconfiguration.go), which a 4.16–4.19 seed does not read: a
+/// proxied site of such a seed fails post-pivot. The seed from BASE's installation config (or
+/// `--seed`, the bundled 4.16.0 OCI seed here) makes it a finding naming the site and the seed;
+/// without one, every proxied site is a warning.
+#[test]
+fn a_proxied_site_of_a_pre_4_20_seed_is_refused_and_unknown_seeds_warn() {
+    let (base, inv) = example_base();
+    let ic = base.path().join("install-config.yaml");
+    let base_ic = fs::read_to_string(&ic).unwrap();
+    fs::write(
+        &ic,
+        format!(
+            "{base_ic}proxy:\n  httpProxy: http://proxy.example.com:3128\n  noProxy: .cluster.local\n"
+        ),
+    )
+    .unwrap();
+    let inventory = hub_inventory(base.path(), inv);
+    let out = hub(base.path(), &inventory, &["--release-image", RELEASE]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for site in SITES {
+        assert!(
+            err.contains(&format!("site {site} has a proxy: through the hub its manifest.json carries only machine_networks, which a seed before 4.20 does not read")),
+            "{err}"
+        );
+    }
+    common::write_example_install(base.path());
+    let out = hub(base.path(), &inventory, &["--release-image", RELEASE]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("sites[0].name (site a17): has a proxy, and its seed 4.16.0 (seedVersion in ")
+            && err.contains("reads only machine_network, which the hub's image-based-install-operator does not write"),
+        "{err}"
+    );
+    fs::remove_file(base.path().join("image-based-installation-config.yaml")).unwrap();
+    let seed = format!(
+        "oci:{}:4.16.0",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("seed-fixtures/seed")
+            .display()
+    );
+    let out = hub(
+        base.path(),
+        &inventory,
+        &["--release-image", RELEASE, "--seed", &seed],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("its seed 4.16.0 (--seed {seed})")),
+        "{err}"
+    );
+}

@@ -20,6 +20,10 @@ pub fn run(opts: &CreateHubManifestsOpts) -> Result<()> {
         } else {
             SecretData::Values
         },
+        seed: opts
+            .seed
+            .clone()
+            .map(|s| (s, opts.insecure_registry.clone())),
     })?;
     for f in &out.files {
         println!("{}", f.display());

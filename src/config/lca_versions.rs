@@ -132,6 +132,11 @@ pub fn coreos_stream(seed: MinorVersion) -> &'static str {
 /// those two facts, not run). Older seeds are refused; every seed line ibi knows is at least this.
 pub const ONE_SHOT_SINCE: MinorVersion = v(4, 16);
 
+/// The first seed line whose post-pivot reads manifest.json's `machine_networks` list; 4.16–4.19 read
+/// only `machine_network` (one CIDR) and, with a proxy, fail without it ("machineNetwork is empty,
+/// must be provided in case of proxy", 4.16 `postpivot.go:339-340`; lifecycle-agent-versions.md).
+pub const MACHINE_NETWORKS_SINCE: MinorVersion = v(4, 20);
+
 /// A day as lifecycle-agent's commits carry it (`YYYY-MM-DD`), compared as text.
 pub type Day = &'static str;
 

@@ -80,6 +80,14 @@ pub struct HubOptions {
     pub templates_namespace: String,
     /// Secrets with their data, or as templates without it.
     pub secret_data: SecretData,
+    /// `--seed` and its plain-HTTP registries: the seed the sites run, read for its version.
+    pub seed: Option<(String, Vec<String>)>,
+}
+
+/// The seed's version, and where it was learnt (for messages).
+struct SeedVersion {
+    version: String,
+    from: String,
 }
 
 /// What was written.
@@ -150,11 +158,23 @@ pub fn build(o: &HubOptions) -> Result<HubOutput> {
             ));
         }
     }
+    let seed = seed_version(o, &fleet)?;
+    let mut warnings = Vec::new();
     let mut plans = Vec::new();
     let mut clusters: HashMap<String, String> = HashMap::new();
     for site in fleet.sites.iter().filter(|s| selected(s)) {
         match plan_site(o, &fleet, site) {
             Ok(plan) => {
+                match proxy_vs_seed(&plan, seed.as_ref()) {
+                    Some(Ok(message)) => warnings.push(message),
+                    Some(Err(message)) => findings.push(Finding {
+                        file: fleet.inventory_file.clone(),
+                        field: site.field("name"),
+                        message,
+                        line: site.line("name"),
+                    }),
+                    None => {}
+                }
                 let cluster = plan.inputs.install_config.metadata.name.clone();
                 if let Some(first) = clusters.insert(cluster.clone(), site.name.clone()) {
                     findings.push(Finding {
@@ -185,7 +205,77 @@ pub fn build(o: &HubOptions) -> Result<HubOutput> {
         return Err(refused(findings));
     }
     let out = o.out.clone().unwrap_or_else(|| o.base_dir.join(HUB_DIR));
-    write_all(o, &fleet, &plans, &out, release_image, &image_set)
+    let mut written = write_all(o, &fleet, &plans, &out, release_image, &image_set)?;
+    written.warnings.splice(0..0, warnings);
+    Ok(written)
+}
+
+/// The seed the sites run: `--seed`'s (read through its registry or layout), else BASE's
+/// `image-based-installation-config.yaml` `seedVersion`, else unknown.
+fn seed_version(o: &HubOptions, fleet: &Fleet) -> Result<Option<SeedVersion>> {
+    if let Some((reference, insecure)) = &o.seed {
+        let seed = crate::seed::preflight::read_site_seed(
+            reference,
+            &fleet.base.install_config()?,
+            insecure.clone(),
+        )?;
+        return Ok(Some(SeedVersion {
+            version: seed.cluster_info.seed_cluster_ocp_version,
+            from: format!("--seed {reference}"),
+        }));
+    }
+    let file = o
+        .base_dir
+        .join(config::IMAGE_BASED_INSTALLATION_CONFIG_FILE);
+    if !file.is_file() {
+        return Ok(None);
+    }
+    match config::load_installation_inputs(&o.base_dir) {
+        Ok(inputs) => Ok(Some(SeedVersion {
+            version: inputs.config.seed_version,
+            from: format!("seedVersion in {}", file.display()),
+        })),
+        Err(e) => {
+            tracing::warn!(
+                "{}: not read for the seed's version ({e:#}); pass --seed to check proxied sites against it",
+                file.display()
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// A proxied site and the seed: image-based-install-operator's manifest.json carries only
+/// `machine_networks` (its installer's `clusterconfiguration.go`, bc1ddc61), which a 4.16–4.19 seed
+/// does not read; with a proxy its post-pivot then fails. `Err`: such a site with such a seed (a
+/// finding); `Ok`: a proxied site whose seed is unknown (a warning); `None`: nothing to say.
+fn proxy_vs_seed(
+    plan: &SitePlan<'_>,
+    seed: Option<&SeedVersion>,
+) -> Option<Result<String, String>> {
+    let ic = &plan.inputs.install_config;
+    let proxied = ic
+        .proxy
+        .as_ref()
+        .is_some_and(|p| !p.http_proxy.is_empty() || !p.https_proxy.is_empty());
+    if !proxied {
+        return None;
+    }
+    let site = escape_control(&plan.site.name);
+    let since = config::MACHINE_NETWORKS_SINCE;
+    let Some(seed) = seed else {
+        return Some(Ok(format!(
+            "site {site} has a proxy: through the hub its manifest.json carries only machine_networks, which a seed before {since} does not read (its post-pivot then fails: machineNetwork is empty, must be provided in case of proxy); the seed is unknown here: pass --seed, or keep the fleet's image-based-installation-config.yaml in BASE"
+        )));
+    };
+    let old = config::parse_minor_version(&seed.version).is_some_and(|v| v < since);
+    old.then(|| {
+        Err(format!(
+            "has a proxy, and its seed {} ({}) reads only machine_network, which the hub's image-based-install-operator does not write (it writes machine_networks, read from {since}): post-pivot would fail (machineNetwork is empty, must be provided in case of proxy); install this site with ibi's own configuration ISO (ibi deploy --phase site), or use a seed of {since} or later",
+            escape_control(&seed.version),
+            escape_control(&seed.from)
+        ))
+    })
 }
 
 /// The run's findings as one error, each once: a value every site takes from the base is one
