@@ -129,6 +129,14 @@ pub struct CreateHubManifestsOpts {
     /// Registry served over plain HTTP (repeatable) when reading --seed
     #[arg(long, value_name = "HOST[:PORT]", requires = "seed")]
     pub insecure_registry: Vec<String>,
+    /// Import the sites whose cluster runs already (deploy ran their site or one-shot phase) into
+    /// ACM (ManagedCluster, auto-import Secret, KlusterletAddonConfig) instead of refusing them
+    #[arg(long)]
+    pub adopt: bool,
+    /// A running site to be installed again by the hub all the same (repeatable): it gets a
+    /// ClusterInstance, and the hub reboots it into a new install keeping its identity
+    #[arg(long, value_name = "SITE")]
+    pub reinstall: Vec<String>,
     /// Where to write the manifests (default: DIR/hub)
     #[arg(long, value_name = "OUT")]
     pub out: Option<PathBuf>,

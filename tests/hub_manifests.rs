@@ -898,3 +898,70 @@ fn a_proxied_site_of_a_pre_4_20_seed_is_refused_and_unknown_seeds_warn() {
         "{err}"
     );
 }
+
+/// Issue 34 item 4: a site whose site phase deploy ran (its record written as deploy writes it) is
+/// a running cluster: a ClusterInstance would make the hub attach media and reboot it. Refused by
+/// default; `--adopt` imports it into ACM (ManagedCluster, its auto-import Secret holding the site's
+/// kubeconfig, KlusterletAddonConfig, as SiteConfig's templates write them); `--reinstall` asks for
+/// the ClusterInstance all the same.
+#[test]
+fn a_running_cluster_is_refused_adopted_or_reinstalled_as_asked() {
+    let (base, inv) = example_base();
+    let inventory = hub_inventory(base.path(), inv);
+    build_sites(base.path(), &inventory);
+    let t = 1_790_000_000u64;
+    let record = json!({"version": 1, "site": "a17", "phases": {
+        "factory": {"state": "done", "step": "eject", "started": t, "updated": t + 900, "finished": t + 900, "booted": t + 10},
+        "site": {"state": "done", "step": "eject", "started": t + 1000, "updated": t + 2000, "finished": t + 2000, "booted": t + 1010}}});
+    fs::create_dir_all(base.path().join(".ibi/deploy")).unwrap();
+    fs::write(base.path().join(".ibi/deploy/a17.json"), record.to_string()).unwrap();
+
+    let out = hub(base.path(), &inventory, &["--release-image", RELEASE]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("sites[0].name (site a17): its cluster runs already (deploy's site phase done): a ClusterInstance would make the hub attach media and reboot it"),
+        "{err}"
+    );
+    assert!(!base.path().join("hub").exists(), "nothing written");
+
+    let out = hub(
+        base.path(),
+        &inventory,
+        &["--release-image", RELEASE, "--adopt"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let a17 = base.path().join("hub/sites/a17");
+    assert!(!a17.join("cluster-instance.yaml").exists());
+    let mc = yaml(&a17.join("managed-cluster.yaml"));
+    assert_eq!(
+        (
+            &mc["kind"],
+            &mc["metadata"]["name"],
+            &mc["spec"]["hubAcceptsClient"]
+        ),
+        (&json!("ManagedCluster"), &json!("sno-a17"), &json!(true))
+    );
+    let kac = yaml(&a17.join("klusterlet-addon-config.yaml"));
+    assert_eq!(kac["spec"]["clusterNamespace"], "sno-a17");
+    let import = base.path().join("hub/secrets/a17/auto-import-secret.yaml");
+    assert_eq!(yaml(&import)["metadata"]["name"], "auto-import-secret");
+    assert_eq!(
+        secret_data(&import, "kubeconfig"),
+        fs::read(base.path().join("sites/a17/auth/kubeconfig")).unwrap()
+    );
+    assert_eq!(mode(&import), 0o600);
+    assert!(
+        base.path()
+            .join("hub/sites/a18/cluster-instance.yaml")
+            .exists()
+    );
+
+    let out = hub(
+        base.path(),
+        &inventory,
+        &["--release-image", RELEASE, "--reinstall", "a17"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(a17.join("cluster-instance.yaml").exists());
+}

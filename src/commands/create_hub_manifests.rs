@@ -24,6 +24,10 @@ pub fn run(opts: &CreateHubManifestsOpts) -> Result<()> {
             .seed
             .clone()
             .map(|s| (s, opts.insecure_registry.clone())),
+        // What deploy did to each host: a running cluster is not installed again by accident.
+        running: crate::deliver::deploy_state::configured_sites(&opts.dir.dir)?,
+        adopt: opts.adopt,
+        reinstall: opts.reinstall.clone(),
     })?;
     for f in &out.files {
         println!("{}", f.display());

@@ -188,6 +188,30 @@ pub fn load_site(base: &Path, site: &str) -> Result<Option<SiteDeployState>> {
     read_state(&path).map(Some)
 }
 
+/// The sites whose cluster deploy configured (or began to: their site or one-shot phase booted the
+/// host, as [`SiteDeployState::live`] counts it), each with a line saying how deploy left it. A
+/// damaged record is not such a site (`ibi status` names it).
+pub fn configured_sites(base: &Path) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for state in load_all_checked(base)?.into_iter().flatten() {
+        let rec = [Phase::Oneshot, Phase::Site]
+            .into_iter()
+            .find_map(|p| Some((p, state.live(p)?)).filter(|(_, r)| r.booted.is_some()));
+        if let Some((phase, r)) = rec {
+            let state_word = match r.state {
+                RunState::Done => "done",
+                RunState::Running => "under way",
+                RunState::Failed => "failed, after its boot",
+            };
+            out.push((
+                state.site.clone(),
+                format!("deploy's {} phase {state_word}", phase.name()),
+            ));
+        }
+    }
+    Ok(out)
+}
+
 /// Every site's record, by site name; none when deploy never ran. The first damaged record is an
 /// error ([`load_all_checked`] reads past it).
 pub fn load_all(base: &Path) -> Result<Vec<SiteDeployState>> {

@@ -59,6 +59,9 @@ pub const IDENTITY_FILES: [&str; 3] = [
 ];
 /// The key of the mirror set in the extra-manifests ConfigMap (a file name ≤ 30 characters).
 pub const IDMS_KEY: &str = "image-digest-mirror-set.json";
+pub const MANAGED_CLUSTER_FILE: &str = "managed-cluster.yaml";
+pub const KLUSTERLET_ADDON_CONFIG_FILE: &str = "klusterlet-addon-config.yaml";
+pub const AUTO_IMPORT_SECRET_FILE: &str = "auto-import-secret.yaml";
 const DIR_MODE: u32 = 0o755;
 const FILE_MODE: u32 = 0o644;
 const SECRET_DIR_MODE: u32 = 0o700;
@@ -82,6 +85,15 @@ pub struct HubOptions {
     pub secret_data: SecretData,
     /// `--seed` and its plain-HTTP registries: the seed the sites run, read for its version.
     pub seed: Option<(String, Vec<String>)>,
+    /// Sites whose cluster runs already (deploy ran their site or one-shot phase), with how deploy
+    /// left them: a ClusterInstance would make the hub install them again.
+    pub running: Vec<(String, String)>,
+    /// Running sites are imported into ACM (ManagedCluster, its auto-import Secret,
+    /// KlusterletAddonConfig) instead of getting a ClusterInstance.
+    pub adopt: bool,
+    /// Running sites to get a ClusterInstance all the same (the hub installs them again, keeping
+    /// their identity).
+    pub reinstall: Vec<String>,
 }
 
 /// The seed's version, and where it was learnt (for messages).
@@ -116,6 +128,8 @@ struct SitePlan<'a> {
     /// `None` only when Secrets are written as templates.
     bmc_password: Option<Secret<String>>,
     identity: Option<Handed>,
+    /// A running cluster, imported into ACM instead of installed.
+    adopt: bool,
 }
 
 /// Checks everything, then writes; with any finding, nothing is written and the error is one
@@ -123,8 +137,11 @@ struct SitePlan<'a> {
 pub fn build(o: &HubOptions) -> Result<HubOutput> {
     let mut findings = option_findings(o);
     let selected = |s: &SiteEntry| o.only.is_empty() || o.only.contains(&s.name);
+    let running = |s: &SiteEntry| o.running.iter().find(|(n, _)| *n == s.name).map(|(_, w)| w);
+    let adopted = |s: &SiteEntry| o.adopt && running(s).is_some() && !o.reinstall.contains(&s.name);
     let rules = |s: &SiteEntry, inventory: &str| {
-        if selected(s) {
+        // An adopted cluster needs neither a BMC nor a boot MAC on the hub.
+        if selected(s) && !adopted(s) {
             site_rules(s, inventory, o.secret_data)
         } else {
             Vec::new()
@@ -150,12 +167,14 @@ pub fn build(o: &HubOptions) -> Result<HubOutput> {
             });
         }
     };
-    for name in &o.only {
-        if !fleet.sites.iter().any(|s| &s.name == name) {
-            findings.push(command_finding(
-                "--only",
-                format!("no site named {name:?} in {}", fleet.inventory_file),
-            ));
+    for (flag, names) in [("--only", &o.only), ("--reinstall", &o.reinstall)] {
+        for name in names {
+            if !fleet.sites.iter().any(|s| &s.name == name) {
+                findings.push(command_finding(
+                    flag,
+                    format!("no site named {name:?} in {}", fleet.inventory_file),
+                ));
+            }
         }
     }
     let seed = seed_version(o, &fleet)?;
@@ -163,9 +182,29 @@ pub fn build(o: &HubOptions) -> Result<HubOutput> {
     let mut plans = Vec::new();
     let mut clusters: HashMap<String, String> = HashMap::new();
     for site in fleet.sites.iter().filter(|s| selected(s)) {
-        match plan_site(o, &fleet, site) {
+        if let Some(why) = running(site)
+            && !o.adopt
+            && !o.reinstall.contains(&site.name)
+        {
+            findings.push(Finding {
+                file: fleet.inventory_file.clone(),
+                field: site.field("name"),
+                message: format!(
+                    "its cluster runs already ({}): a ClusterInstance would make the hub attach media and reboot it to install it again; pass --adopt to import the running cluster into ACM instead, or --reinstall {} to have the hub install it again (keeping its identity)",
+                    escape_control(why),
+                    site.name
+                ),
+                line: site.line("name"),
+            });
+            continue;
+        }
+        match plan_site(o, &fleet, site, adopted(site)) {
             Ok(plan) => {
-                match proxy_vs_seed(&plan, seed.as_ref()) {
+                let checked = match plan.adopt {
+                    true => None,
+                    false => proxy_vs_seed(&plan, seed.as_ref()),
+                };
+                match checked {
                     Some(Ok(message)) => warnings.push(message),
                     Some(Err(message)) => findings.push(Finding {
                         file: fleet.inventory_file.clone(),
@@ -436,7 +475,12 @@ pub fn metal3_bmc_address(address: &str, system: Option<&str>) -> Result<String,
 }
 
 /// The site's inputs, BMC and identity, checked; findings as a [`ValidationError`].
-fn plan_site<'a>(o: &HubOptions, fleet: &Fleet, site: &'a SiteEntry) -> Result<SitePlan<'a>> {
+fn plan_site<'a>(
+    o: &HubOptions,
+    fleet: &Fleet,
+    site: &'a SiteEntry,
+    adopt: bool,
+) -> Result<SitePlan<'a>> {
     let inputs = fleet.site_inputs(site)?;
     let mut findings: Vec<Finding> = rules::site_findings(&inputs)
         .into_iter()
@@ -461,6 +505,28 @@ fn plan_site<'a>(o: &HubOptions, fleet: &Fleet, site: &'a SiteEntry) -> Result<S
         message: "required by the hub".into(),
         line: site.line(key),
     };
+    if adopt {
+        if identity.is_none() {
+            findings.push(Finding {
+                file: fleet.inventory_file.clone(),
+                field: site.field("name"),
+                message: "adopting a running cluster needs its admin kubeconfig: build the site with ibi create config-image --sites (BASE/sites/<site>/auth/kubeconfig)".into(),
+                line: site.line("name"),
+            });
+        }
+        if !findings.is_empty() {
+            return Err(ValidationError { findings }.into());
+        }
+        return Ok(SitePlan {
+            site,
+            inputs,
+            bmc_address: String::new(),
+            bmc_user: String::new(),
+            bmc_password: None,
+            identity,
+            adopt,
+        });
+    }
     let bmc = site.bmc.as_ref();
     let bmc_address = bmc.and_then(|b| metal3_bmc_address(&b.address, b.system.as_deref()).ok());
     let bmc_user = bmc.and_then(|b| b.user.clone());
@@ -488,6 +554,7 @@ fn plan_site<'a>(o: &HubOptions, fleet: &Fleet, site: &'a SiteEntry) -> Result<S
         bmc_user,
         bmc_password,
         identity,
+        adopt,
     })
 }
 
@@ -558,6 +625,7 @@ fn write_all(
         files,
         warnings: plans
             .iter()
+            .filter(|p| !p.adopt)
             .flat_map(|p| not_carried(p, release_image))
             .chain(big)
             .collect(),
@@ -608,6 +676,41 @@ fn not_carried(plan: &SitePlan<'_>, release_image: &str) -> Vec<String> {
     out
 }
 
+/// A running cluster's import into ACM: its namespace, ManagedCluster, KlusterletAddonConfig and
+/// auto-import Secret (the kubeconfig the site was given).
+fn render_adoption(
+    o: &HubOptions,
+    plan: &SitePlan<'_>,
+    ns: &str,
+    site_dir: &Path,
+    secret_dir: &Path,
+) -> Result<Vec<OutFile>> {
+    let mut files = vec![
+        doc_file(site_dir.join(NAMESPACE_FILE), &objects::namespace(ns))?,
+        doc_file(
+            site_dir.join(MANAGED_CLUSTER_FILE),
+            &objects::managed_cluster(ns),
+        )?,
+        doc_file(
+            site_dir.join(KLUSTERLET_ADDON_CONFIG_FILE),
+            &objects::klusterlet_addon_config(ns),
+        )?,
+    ];
+    if let Some(h) = &plan.identity {
+        files.push(OutFile {
+            path: secret_dir.join(AUTO_IMPORT_SECRET_FILE),
+            text: objects::auto_import_secret(
+                ns,
+                h.kubeconfig.expose(),
+                format!("from {}", h.kubeconfig_path.display()),
+                o.secret_data,
+            )?,
+            secret: true,
+        });
+    }
+    Ok(files)
+}
+
 /// Site folders in OUT of sites not in the inventory.
 fn stale_folders(out: &Path, fleet: &Fleet) -> Vec<PathBuf> {
     let mut stale = Vec::new();
@@ -651,6 +754,9 @@ fn render_site(
     let ns = ic.metadata.name.as_str();
     let site_dir = out.join(SITES_DIR).join(&plan.site.name);
     let secret_dir = out.join(SECRETS_DIR).join(&plan.site.name);
+    if plan.adopt {
+        return render_adoption(o, plan, ns, &site_dir, &secret_dir);
+    }
     let mut docs = vec![(NAMESPACE_FILE, objects::namespace(ns))];
     let ca_bundle = !ic.additional_trust_bundle.trim().is_empty();
     if ca_bundle {

@@ -249,6 +249,60 @@ fn template_header(keys: &[SecretKey<'_>]) -> String {
     h
 }
 
+/// ACM's import of a running cluster (`--adopt`): the objects SiteConfig's IBI cluster templates
+/// render for ACM registration (stolostron/siteconfig ecff291f,
+/// `internal/templates/image-based-installer/template.go`: ManagedCluster, KlusterletAddonConfig,
+/// the same fields), without the ClusterInstance that would install the host again, and the
+/// import Secret the managedcluster-import-controller reads (`auto-import-secret`, key
+/// `kubeconfig`, in the cluster's namespace).
+pub const MANAGED_CLUSTER_API: &str = "cluster.open-cluster-management.io/v1";
+pub const KLUSTERLET_ADDON_CONFIG_API: &str = "agent.open-cluster-management.io/v1";
+pub const AUTO_IMPORT_SECRET: &str = "auto-import-secret";
+
+/// The cluster's ManagedCluster (cluster-scoped), accepted by the hub.
+pub fn managed_cluster(cluster: &str) -> Value {
+    let mut metadata = meta(cluster, None);
+    metadata["labels"] = json!({"cloud": "auto-detect", "vendor": "auto-detect"});
+    json!({"apiVersion": MANAGED_CLUSTER_API, "kind": "ManagedCluster", "metadata": metadata,
+        "spec": {"hubAcceptsClient": true}})
+}
+
+/// The add-ons ACM deploys on the cluster, as SiteConfig's template enables them.
+pub fn klusterlet_addon_config(cluster: &str) -> Value {
+    json!({"apiVersion": KLUSTERLET_ADDON_CONFIG_API, "kind": "KlusterletAddonConfig",
+    "metadata": meta(cluster, Some(cluster)),
+    "spec": {
+        "clusterName": cluster,
+        "clusterNamespace": cluster,
+        "applicationManager": {"enabled": true},
+        "certPolicyController": {"enabled": true},
+        "iamPolicyController": {"enabled": true},
+        "policyController": {"enabled": true},
+        "searchCollector": {"enabled": false},
+    }})
+}
+
+/// The Secret the hub imports the running cluster with: its admin kubeconfig.
+pub fn auto_import_secret(
+    cluster: &str,
+    kubeconfig: &[u8],
+    kubeconfig_from: String,
+    mode: SecretData,
+) -> Result<Secret<String>> {
+    secret_yaml(
+        cluster,
+        AUTO_IMPORT_SECRET,
+        "Opaque",
+        &[],
+        &[SecretKey {
+            key: "kubeconfig",
+            value: kubeconfig,
+            fill: format!("the cluster's admin kubeconfig ({kubeconfig_from})"),
+        }],
+        mode,
+    )
+}
+
 /// The pull secret (`.dockerconfigjson`), as the ClusterDeployment references it.
 pub fn pull_secret(
     namespace: &str,

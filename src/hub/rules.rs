@@ -494,6 +494,17 @@ pub fn check_object(doc: &Value) -> Vec<String> {
                 }
             }
         }
+        "ManagedCluster" => {
+            if doc.pointer("/metadata/namespace").is_some() {
+                e.push("metadata.namespace: a ManagedCluster is cluster-scoped");
+            }
+            e.name(doc, "metadata.name", is_dns1123_label);
+        }
+        "KlusterletAddonConfig" => {
+            e.string(doc, "metadata.namespace");
+            e.string(doc, "spec.clusterName");
+            e.string(doc, "spec.clusterNamespace");
+        }
         "ClusterInstance" => {
             schema_errors(doc, &mut e);
             cluster_instance(doc, &mut e);
