@@ -219,7 +219,11 @@ fn example_fleet_renders_for_a_hub() {
         }
     }
     let listed: Vec<PathBuf> = stdout.lines().map(PathBuf::from).collect();
-    assert_eq!(listed, want);
+    let (kustomizations, objects): (Vec<PathBuf>, Vec<PathBuf>) = listed
+        .into_iter()
+        .partition(|p| p.ends_with("kustomization.yaml"));
+    assert_eq!(objects, want);
+    kustomize_applies_in_one_step(&hub_dir, &kustomizations, want.len());
     assert_eq!(mode(&hub_dir.join("secrets")), 0o700);
     for site in SITES {
         let dir = hub_dir.join("secrets").join(site);
@@ -252,7 +256,8 @@ fn example_fleet_renders_for_a_hub() {
     );
     assert_eq!(
         ci["metadata"],
-        json!({"name": "sno-a17", "namespace": "sno-a17"})
+        json!({"name": "sno-a17", "namespace": "sno-a17",
+            "annotations": {"argocd.argoproj.io/sync-wave": "2"}})
     );
     let s = &ci["spec"];
     assert_eq!(s["clusterName"], "sno-a17");
@@ -315,7 +320,8 @@ fn example_fleet_renders_for_a_hub() {
     assert_eq!(
         bmc["metadata"],
         json!({"name": "sno-a17-bmc-secret", "namespace": "sno-a17",
-        "labels": {"cluster.open-cluster-management.io/backup": "true"}})
+        "labels": {"cluster.open-cluster-management.io/backup": "true"},
+        "annotations": {"argocd.argoproj.io/sync-wave": "1"}})
     );
     assert_eq!(bmc["data"]["username"], b64("admin"));
     assert_eq!(bmc["data"]["password"], b64(BMC_PASSWORD));
@@ -356,6 +362,49 @@ const IDENTITY_AND_OTHER_SECRETS: [&str; 5] = [
 ];
 
 /// The three Secrets IBIO's reinstall reads hold what the site was given: its `auth/kubeconfig` and
+/// Issue 34 item 5: one kustomization per folder and one at the top, so `kubectl apply -k OUT` (or
+/// an Argo CD application of OUT) applies everything in one step: Debian's kubectl builds it (its
+/// kustomize), every object once, the Namespaces first; each object carries its Argo CD sync wave
+/// (namespaces 0, Secrets and ConfigMaps 1, the ClusterInstance 2).
+fn kustomize_applies_in_one_step(hub_dir: &Path, kustomizations: &[PathBuf], objects: usize) {
+    assert!(kustomizations.contains(&hub_dir.join("kustomization.yaml")));
+    for site in SITES {
+        for d in ["sites", "secrets"] {
+            assert!(
+                kustomizations.contains(&hub_dir.join(d).join(site).join("kustomization.yaml"))
+            );
+        }
+    }
+    let Some(kubectl) = debian_kubectl("example_fleet_renders_for_a_hub") else {
+        return;
+    };
+    let out = std::process::Command::new(kubectl)
+        .args(["kustomize"])
+        .arg(hub_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_slice(&out.stdout)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    assert_eq!(docs.len(), objects, "every object once");
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    let last_ns = kinds.iter().rposition(|k| *k == "Namespace").unwrap();
+    assert!(
+        kinds[..=last_ns].iter().all(|k| *k == "Namespace"),
+        "Namespaces first: {kinds:?}"
+    );
+    for d in &docs {
+        let wave = &d["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"];
+        let want = match d["kind"].as_str().unwrap() {
+            "Namespace" | "ClusterImageSet" => "0",
+            "Secret" | "ConfigMap" => "1",
+            _ => "2",
+        };
+        assert_eq!(wave, want, "{}", d["kind"]);
+    }
+}
+
 /// `auth/kubeadmin-password` byte for byte, and the manifest.json of its configuration ISO.
 fn identity_is_the_sites(base: &Path, secrets: &Path, site: &str) {
     let built = base.join("sites").join(site);
@@ -442,8 +491,8 @@ fn kubectl_takes_every_object(hub_dir: &Path, files: &[PathBuf]) {
             "--validate=false",
             "-o",
             "json",
-            "-R",
-            "-f",
+            // In one step, through the top kustomization (issue 34 item 5).
+            "-k",
         ])
         .arg(hub_dir)
         .output()

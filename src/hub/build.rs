@@ -14,6 +14,8 @@
 //! OUT/secrets/<site>/admin-kubeconfig.yaml   the identity IBIO's reinstall reads, for a site
 //! OUT/secrets/<site>/admin-password.yaml     `create config-image --sites` built
 //! OUT/secrets/<site>/seed-reconfiguration.yaml
+//! OUT/kustomization.yaml                     every file above, by sync wave (`kubectl apply -k OUT`)
+//! OUT/{sites,secrets}/<site>/kustomization.yaml  the folder's files
 //! ```
 //!
 //! Every object is rendered and checked against the field rules of [`super::rules`] before the
@@ -62,6 +64,7 @@ pub const IDMS_KEY: &str = "image-digest-mirror-set.json";
 pub const MANAGED_CLUSTER_FILE: &str = "managed-cluster.yaml";
 pub const KLUSTERLET_ADDON_CONFIG_FILE: &str = "klusterlet-addon-config.yaml";
 pub const AUTO_IMPORT_SECRET_FILE: &str = "auto-import-secret.yaml";
+pub const KUSTOMIZATION_FILE: &str = "kustomization.yaml";
 const DIR_MODE: u32 = 0o755;
 const FILE_MODE: u32 = 0o644;
 const SECRET_DIR_MODE: u32 = 0o700;
@@ -581,6 +584,7 @@ fn write_all(
         outs.extend(render_site(o, fleet, plan, out, image_set)?);
     }
     // Everything is rendered and checked before the first file is written.
+    let kustomize = kustomizations(out, &outs)?;
     for f in &outs {
         let doc: serde_json::Value = serde_yaml_ng::from_str(f.text.expose_str())?;
         let errors = rules::check_object(&doc);
@@ -592,6 +596,7 @@ fn write_all(
             );
         }
     }
+    let outs: Vec<OutFile> = outs.into_iter().chain(kustomize).collect();
     ensure_dir(&out.join(SECRETS_DIR), SECRET_DIR_MODE)?;
     let mut files = Vec::new();
     let mut big = Vec::new();
@@ -733,13 +738,71 @@ fn stale_folders(out: &Path, fleet: &Fleet) -> Vec<PathBuf> {
     stale
 }
 
-/// A non-secret object as YAML.
+/// A non-secret object as YAML, with its sync wave.
 fn doc_file(path: PathBuf, doc: &serde_json::Value) -> Result<OutFile> {
     Ok(OutFile {
         path,
-        text: Secret::new(objects::to_yaml(doc)?),
+        text: Secret::new(objects::to_yaml(&objects::with_sync_wave(doc.clone()))?),
         secret: false,
     })
+}
+
+/// The kustomizations that apply OUT in one step (`kubectl apply -k OUT`, or an Argo CD
+/// application of OUT): one at the top listing every object's file, and one per folder (a site's
+/// objects, a site's Secrets) for applying a part, each listing its files by sync wave (namespaces
+/// first, what makes the hub act last). Files, not folders, in `resources`: kustomize before v2.1
+/// (Debian's kubectl 1.20) takes only files there. kustomize's own order puts Namespaces first too.
+fn kustomizations(out: &Path, outs: &[OutFile]) -> Result<Vec<OutFile>> {
+    let mut folders: std::collections::BTreeMap<PathBuf, Vec<(String, String)>> =
+        std::collections::BTreeMap::new();
+    let mut top: Vec<(String, String)> = Vec::new();
+    for f in outs {
+        let (Some(dir), Some(name)) = (f.path.parent(), f.path.file_name()) else {
+            continue;
+        };
+        let name = name.to_string_lossy().into_owned();
+        let kind = f
+            .text
+            .expose_str()
+            .lines()
+            .find_map(|l| l.strip_prefix("kind: "))
+            .unwrap_or("")
+            .to_string();
+        let wave = objects::sync_wave(&kind).to_string();
+        let rel = f.path.strip_prefix(out).unwrap_or(&f.path);
+        top.push((wave.clone(), rel.display().to_string()));
+        if dir != out.join(SHARED_DIR) {
+            folders
+                .entry(dir.to_path_buf())
+                .or_default()
+                .push((wave, name));
+        }
+    }
+    top.sort();
+    let yaml = |resources: Vec<String>| -> Result<String> {
+        let doc = serde_json::json!({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "resources": resources,
+        });
+        objects::to_yaml(&doc)
+    };
+    let mut files = Vec::new();
+    for (dir, mut entries) in folders {
+        entries.sort();
+        let secret = dir.starts_with(out.join(SECRETS_DIR));
+        files.push(OutFile {
+            path: dir.join(KUSTOMIZATION_FILE),
+            text: Secret::new(yaml(entries.into_iter().map(|(_, n)| n).collect())?),
+            secret,
+        });
+    }
+    files.push(OutFile {
+        path: out.join(KUSTOMIZATION_FILE),
+        text: Secret::new(yaml(top.into_iter().map(|(_, f)| f).collect())?),
+        secret: false,
+    });
+    Ok(files)
 }
 
 fn render_site(

@@ -62,6 +62,38 @@ pub fn bmc_secret_name(hostname: &str) -> String {
     format!("{hostname}-bmc-secret")
 }
 
+/// Argo CD's sync-wave annotation: namespaces and the ClusterImageSet first, then the Secrets and
+/// ConfigMaps the hub's operators read, then what makes them act (the ClusterInstance, ACM's
+/// import), so IBIO finds the identity Secrets when it builds the configuration ISO.
+pub const SYNC_WAVE: &str = "argocd.argoproj.io/sync-wave";
+
+/// The sync wave of an object of `kind`.
+pub fn sync_wave(kind: &str) -> &'static str {
+    match kind {
+        "Namespace" | "ClusterImageSet" => "0",
+        "Secret" | "ConfigMap" => "1",
+        _ => "2",
+    }
+}
+
+/// `doc` with its kind's sync wave among its annotations.
+pub fn with_sync_wave(mut doc: Value) -> Value {
+    let kind = doc
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if let Some(m) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
+        let annotations = m
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(a) = annotations.as_object_mut() {
+            a.insert(SYNC_WAVE.into(), sync_wave(&kind).into());
+        }
+    }
+    doc
+}
+
 fn meta(name: &str, namespace: Option<&str>) -> Value {
     let mut m = Map::new();
     m.insert("name".into(), name.into());
@@ -229,7 +261,9 @@ fn secret_yaml(
         all_labels.insert((*k).into(), (*v).into());
     }
     metadata["labels"] = Value::Object(all_labels);
-    let doc = json!({"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "type": type_, "data": data});
+    let doc = with_sync_wave(
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "type": type_, "data": data}),
+    );
     let yaml = to_yaml(&doc).context("rendering a Secret")?;
     Ok(Secret::new(match mode {
         SecretData::Values => yaml,
