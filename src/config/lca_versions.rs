@@ -137,14 +137,19 @@ pub const ONE_SHOT_SINCE: MinorVersion = v(4, 16);
 /// must be provided in case of proxy", 4.16 `postpivot.go:339-340`; lifecycle-agent-versions.md).
 pub const MACHINE_NETWORKS_SINCE: MinorVersion = v(4, 20);
 
-/// A day as lifecycle-agent's commits carry it (`YYYY-MM-DD`), compared as text.
+/// A day (`YYYY-MM-DD`), compared as text. A fix's day is the day it **reached its branch** (the
+/// date of the merge that brought it there, on the branch's first-parent history), not its author
+/// date: a seed built from that branch before that day cannot have it. A seed created on that very
+/// day may or may not (the day cannot decide).
 pub type Day = &'static str;
 
 /// lifecycle-agent a1ce5991e (`main` only): `sgdisk` replaced by `sfdisk --append`, "RHEL 10 no
-/// longer includes gdisk". Every release branch 4.16–4.22 still calls `sgdisk`.
-pub const SFDISK_SINCE: (&str, Day) = ("a1ce5991e", "2026-06-16");
+/// longer includes gdisk". Authored 2026-06-16, reached main 2026-06-18 (merge a300521a8, PR
+/// #7240). Every release branch 4.16–4.22 still calls `sgdisk`.
+pub const SFDISK_SINCE: (&str, Day) = ("a1ce5991e", "2026-06-18");
 /// lifecycle-agent 66bd55bb4 (`main` only): a negative `extraPartitionStart` works again with
-/// `sfdisk` (start computed from `blockdev --getsize64`/`--getss`).
+/// `sfdisk` (start computed from `blockdev --getsize64`/`--getss`). Reached main 2026-07-22 (merge
+/// 939cd9599, PR #7974).
 pub const NEGATIVE_START_FIXED: (&str, Day) = ("66bd55bb4", "2026-07-22");
 
 /// One line of seeds: what the lifecycle-agent of an OpenShift `major.minor` does on the live ISO.
@@ -201,7 +206,7 @@ pub const SEED_LINES: &[SeedLine] = &[
     SeedLine {
         line: v(5, 0),
         lca_branch: "main",
-        partitions: "`sgdisk` before a1ce5991e (2026-06-16); `sfdisk --append` since, a negative start broken until 66bd55bb4 (2026-07-22)",
+        partitions: "`sgdisk` before a1ce5991e (on main 2026-06-18); `sfdisk --append` since, a negative start broken until 66bd55bb4 (on main 2026-07-22)",
     },
 ];
 
@@ -216,7 +221,6 @@ pub struct DefectFix {
 /// Which defect (the checks that read the seed itself differ by defect).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DefectId {
-    CrioSandboxes,
     CaTrustRace,
 }
 
@@ -230,28 +234,13 @@ pub struct SeedDefect {
     pub fixes: &'static [DefectFix],
 }
 
-/// Seeds carried the seed cluster's pod sandboxes; after the restore CRI-O checks each one's network,
-/// 60 s apiece, before kubelet can start. Fixed in seed generation (`crictl rmp -f`).
-pub const CRIO_SANDBOXES: SeedDefect = SeedDefect {
-    id: DefectId::CrioSandboxes,
-    name: "slow CRI-O start from orphaned pod sandboxes",
-    effect: "after the restore CRI-O checks each pod sandbox the seed carried through the CNI plugin, \
-             60 s apiece, one at a time: kubelet starts 48+ minutes late for ~48 pods (under 5 minutes with the fix)",
-    fixes: &[
-        DefectFix {
-            line: v(4, 22),
-            branch: "release-4.22",
-            commit: "187bbde1f",
-            day: "2026-07-02",
-        },
-        DefectFix {
-            line: v(5, 0),
-            branch: "main",
-            commit: "1c1713e9b",
-            day: "2026-06-17",
-        },
-    ],
-};
+// Not a defect of image-based installs: lifecycle-agent 1c1713e9b (main) and 187bbde1f
+// (release-4.22), "Fix CRI-O startup delays during seedgen restoration", remove pod sandboxes in
+// `StopClusterServices` (lca-cli/ops/ops.go), which runs at seed creation and in the IP-config
+// pre-pivot, both on the seed SNO itself. A seed's var.tgz is made with `--exclude
+// /var/lib/containers/*` (lca-cli/seedcreator/seedcreator.go `backupVar`), where CRI-O keeps its
+// sandboxes, and an installed host gets a fresh containers partition: no sandbox of the seed cluster
+// reaches it. Checked at lifecycle-agent 0e1bf182c.
 
 /// `installation-configuration.service` (post-pivot, shipped in the seed's `/etc`) and
 /// `coreos-update-ca-trust.service` both run `update-ca-trust` at boot; run twice at once it breaks.
@@ -263,11 +252,13 @@ pub const CA_TRUST_RACE: SeedDefect = SeedDefect {
              RHEL 10 it takes ~5.9 s instead of ~1.3 s and the race hits reliably (an IBU from 5.0.0-ec.2 to \
              5.0.0-ec.4 rolled back from it, OCPBUGS-98688), on RHEL 9 rarely",
     fixes: &[
+        // Each day is the merge that brought the fix to its branch (lifecycle-agent 0e1bf182c):
+        // 875c2ea83 (PR #7921), 151fbe574 (PR #7910), d47ad9aa5 (PR #7892), ce9f5e7ec (PR #7846).
         DefectFix {
             line: v(4, 20),
             branch: "release-4.20",
             commit: "85b360bbd",
-            day: "2026-07-16",
+            day: "2026-07-17",
         },
         DefectFix {
             line: v(4, 21),
@@ -285,13 +276,13 @@ pub const CA_TRUST_RACE: SeedDefect = SeedDefect {
             line: v(5, 0),
             branch: "main",
             commit: "95c0672d1",
-            day: "2026-07-15",
+            day: "2026-07-16",
         },
     ],
 };
 
 /// Every known seed defect.
-pub const SEED_DEFECTS: &[&SeedDefect] = &[&CRIO_SANDBOXES, &CA_TRUST_RACE];
+pub const SEED_DEFECTS: &[&SeedDefect] = &[&CA_TRUST_RACE];
 
 /// What ibi could learn of a seed beyond its version.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -366,19 +357,24 @@ pub fn exposure(defect: &SeedDefect, seed_version: &str, evidence: &SeedEvidence
     };
     match evidence.created_day() {
         Some(day) if day < fix.day => Exposure::Affected(format!(
-            "The seed image was created on {day}, before the fix ({} {}, {}) existed",
-            fix.branch, fix.commit, fix.day
+            "The seed image was created on {day}, before the fix ({}) reached {} on {}",
+            fix.commit, fix.branch, fix.day
         )),
-        created => Exposure::Unknown(format!(
-            "The seed does not record which lifecycle-agent build generated it{}; it has the fix only if that \
+        created => {
+            Exposure::Unknown(format!(
+                "The seed does not record which lifecycle-agent build generated it{}; it has the fix only if that \
              build of {} includes {} ({})",
-            created.map_or(String::new(), |d| format!(
-                " (checked: it was created on {d}, after the fix)"
-            )),
-            fix.branch,
-            fix.commit,
-            fix.day
-        )),
+                created.map_or(String::new(), |d| match d == fix.day {
+                    true => format!(
+                        " (checked: it was created on {d}, the day the fix reached its branch)"
+                    ),
+                    false => format!(" (checked: it was created on {d}, after the fix)"),
+                }),
+                fix.branch,
+                fix.commit,
+                fix.day
+            ))
+        }
     }
 }
 
@@ -530,10 +526,11 @@ fn rhel10_lca(p: &PairingInputs<'_>) -> Pairing {
     match day {
         Some(d) if d < sfdisk_day => {
             return Pairing::Refuse(format!(
-                "the seed {} was created on {d}, before lifecycle-agent moved from sgdisk to sfdisk ({sfdisk}, \
-                 {sfdisk_day}), so its lca-cli calls sgdisk, which the RHEL 10 base ISO {} does not ship: lca-cli \
-                 ibi would fail at the extra partition after it has wiped the disk. Instead, {regenerate}, \
-                 {IBI_AGENT_ALTERNATIVE}",
+                "the seed {} was created on {d}, before lifecycle-agent's move from sgdisk to sfdisk ({sfdisk}) \
+                 reached main on {sfdisk_day}, so its lca-cli calls sgdisk, which the RHEL 10 base ISO {} does not \
+                 ship: lca-cli ibi would fail at the extra partition after it has wiped the disk. Instead, \
+                 {regenerate}, or use a RHEL 9 live ISO, which ships sgdisk (--coreos-stream for rhel-9, or \
+                 --base-iso; an untested pairing for a 5.x seed), {IBI_AGENT_ALTERNATIVE}",
                 p.seed_version, p.iso
             ));
         }
@@ -569,7 +566,7 @@ fn rhel10_lca(p: &PairingInputs<'_>) -> Pairing {
 /// The seed lines as docs/create-image.md shows them.
 pub fn seed_lines_table() -> String {
     let mut s = String::from(
-        "| seed line | lifecycle-agent branch | host and live ISO | `lca-cli ibi` makes the extra partition with | slow CRI-O start fixed in | ca-trust race fixed in |\n|---|---|---|---|---|---|\n",
+        "| seed line | lifecycle-agent branch | host and live ISO | `lca-cli ibi` makes the extra partition with | ca-trust race fixed in |\n|---|---|---|---|---|\n",
     );
     let fixed = |d: &SeedDefect, line: MinorVersion| {
         d.fixes
@@ -581,13 +578,12 @@ pub fn seed_lines_table() -> String {
     };
     for l in SEED_LINES {
         s.push_str(&format!(
-            "| {} | `{}` | RHEL {} (`{}`) | {} | {} | {} |\n",
+            "| {} | `{}` | RHEL {} (`{}`) | {} | {} |\n",
             l.line,
             l.lca_branch,
             host_rhel(l.line),
             coreos_stream(l.line),
             l.partitions,
-            fixed(&CRIO_SANDBOXES, l.line),
             fixed(&CA_TRUST_RACE, l.line)
         ));
     }
@@ -668,15 +664,13 @@ mod tests {
         let none = evidence(None, None);
         let affected = |e: Exposure| matches!(e, Affected(_));
         let unknown = |e: Exposure| matches!(e, Unknown(_));
-        // No branch below 4.22 has the CRI-O fix; none below 4.20 the ca-trust fix.
-        assert!(affected(exposure(&CRIO_SANDBOXES, "4.21.5", &none)));
+        // No branch below 4.20 has the ca-trust fix.
         assert!(affected(exposure(&CA_TRUST_RACE, "4.19.0", &none)));
         // Fixed lines: a seed created before the fix has it; a later one cannot be told.
         let early = evidence(Some("2026-06-01T10:00:00Z"), None);
         let late = evidence(Some("2026-08-01T10:00:00Z"), None);
-        assert!(affected(exposure(&CRIO_SANDBOXES, "4.22.1", &early)));
-        assert!(unknown(exposure(&CRIO_SANDBOXES, "4.22.1", &late)));
-        assert!(unknown(exposure(&CRIO_SANDBOXES, "5.0.0", &none)));
+        assert!(affected(exposure(&CA_TRUST_RACE, "4.22.1", &early)));
+        assert!(unknown(exposure(&CA_TRUST_RACE, "4.22.1", &late)));
         assert!(unknown(exposure(&CA_TRUST_RACE, "4.23.0", &none)));
         // The seed's own unit decides the ca-trust race whatever the version.
         assert_eq!(
@@ -688,47 +682,52 @@ mod tests {
             "5.0.0",
             &evidence(Some("2026-08-20T00:00:00Z"), Some(false))
         )));
-        assert!(unknown(exposure(&CRIO_SANDBOXES, "latest", &none)));
+        assert!(unknown(exposure(&CA_TRUST_RACE, "latest", &none)));
     }
 
     #[test]
     fn a_warning_names_the_defect_the_evidence_its_effect_and_the_fix() {
         let w = defect_warnings("4.21.0", &evidence(None, Some(false)), false);
-        assert_eq!(w.len(), 2, "{w:#?}");
-        assert_eq!(
-            w[0],
-            "seed defect (slow CRI-O start from orphaned pod sandboxes): the seed 4.21.0 has it. No \
-             lifecycle-agent of the 4.21 line has the fix (fixed only in release-4.22 187bbde1f, main \
-             1c1713e9b). Effect: after the restore CRI-O checks each pod sandbox the seed carried through \
-             the CNI plugin, 60 s apiece, one at a time: kubelet starts 48+ minutes late for ~48 pods (under \
-             5 minutes with the fix). Fix: no lifecycle-agent of 4.21 has it; a seed of 4.22 or later \
-             generated with a lifecycle-agent that includes the fix (release-4.22 187bbde1f, main 1c1713e9b) \
-             does not have this defect."
+        assert_eq!(w.len(), 1, "{w:#?}");
+        assert!(
+            w[0].starts_with("seed defect (ca-trust race of installation-configuration.service): the seed 4.21.0 has it. Checked: the seed's own /etc/systemd/system/installation-configuration.service has no After=coreos-update-ca-trust.service. Effect: "),
+            "{}",
+            w[0]
         );
         assert!(
-            w[1].starts_with("seed defect (ca-trust race of installation-configuration.service): the seed 4.21.0 has it. Checked: the seed's own /etc/systemd/system/installation-configuration.service has no After=coreos-update-ca-trust.service. Effect: "),
+            w[0].ends_with("Fix: regenerate the seed with a lifecycle-agent of release-4.21 that includes 729153a6b (2026-07-16)."),
             "{}",
-            w[1]
-        );
-        assert!(
-            w[1].ends_with("Fix: regenerate the seed with a lifecycle-agent of release-4.21 that includes 729153a6b (2026-07-16)."),
-            "{}",
-            w[1]
+            w[0]
         );
         let w = defect_warnings("4.21.0", &evidence(None, Some(false)), true);
         assert!(
-            w[1].ends_with("so post-pivot starts only after the trust update."),
+            w[0].ends_with("so post-pivot starts only after the trust update."),
             "{}",
-            w[1]
+            w[0]
         );
+        // Issue 34 item 11: no slow-CRI-O warning for any seed (it is not a defect of image-based
+        // installs); item 12: a seed created on the day the fix reached its branch "may have" it.
+        for version in ["4.16.0", "4.21.0", "5.0.0"] {
+            let w = defect_warnings(version, &evidence(None, None), false);
+            assert!(!w.iter().any(|w| w.contains("CRI-O")), "{w:#?}");
+        }
         let w = defect_warnings(
-            "5.0.0",
-            &evidence(Some("2026-08-20T00:00:00Z"), Some(true)),
+            "4.20.3",
+            &evidence(Some("2026-07-17T09:00:00Z"), None),
             false,
         );
-        assert_eq!(w.len(), 1, "{w:#?}");
         assert!(
-            w[0].contains("the seed 5.0.0 may have it. The seed does not record which lifecycle-agent build generated it (checked: it was created on 2026-08-20, after the fix); it has the fix only if that build of main includes 1c1713e9b (2026-06-17)."),
+            w[0].contains("the seed 4.20.3 may have it. The seed does not record which lifecycle-agent build generated it (checked: it was created on 2026-07-17, the day the fix reached its branch)"),
+            "{}",
+            w[0]
+        );
+        let w = defect_warnings(
+            "4.20.3",
+            &evidence(Some("2026-07-16T09:00:00Z"), None),
+            false,
+        );
+        assert!(
+            w[0].contains("the seed 4.20.3 has it. The seed image was created on 2026-07-16, before the fix (85b360bbd) reached release-4.20 on 2026-07-17"),
             "{}",
             w[0]
         );
