@@ -415,13 +415,21 @@ const IBI_ORDERS_POST_PIVOT: &str = " With hostAgent: ibi the race is avoided on
 ibi-fetch-config.service runs After=coreos-update-ca-trust.service and Before=installation-configuration.service, \
 so post-pivot starts only after the trust update.";
 
-/// The warnings `create image` prints for a seed: one per defect it has or may have, naming the
-/// defect, how ibi knows, its effect and the fix. `host_agent_ibi`: ibi's units are on the host.
+/// One defect a seed has or may have, as `create image` says it: a line of what to do (a warning),
+/// and the whole story (how ibi knows, the effect, the fix) for whoever asks (`--log-level info`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefectWarning {
+    pub short: String,
+    pub detail: String,
+}
+
+/// The warnings `create image` prints for a seed: one per defect it has or may have.
+/// `host_agent_ibi`: ibi's units are on the host.
 pub fn defect_warnings(
     seed_version: &str,
     evidence: &SeedEvidence,
     host_agent_ibi: bool,
-) -> Vec<String> {
+) -> Vec<DefectWarning> {
     SEED_DEFECTS
         .iter()
         .filter_map(|d| {
@@ -430,17 +438,24 @@ pub fn defect_warnings(
                 Exposure::Affected(why) => ("has", why),
                 Exposure::Unknown(why) => ("may have", why),
             };
-            let mitigation = if host_agent_ibi && d.id == DefectId::CaTrustRace {
-                IBI_ORDERS_POST_PIVOT
-            } else {
-                ""
+            let avoided = host_agent_ibi && d.id == DefectId::CaTrustRace;
+            let mitigation = if avoided { IBI_ORDERS_POST_PIVOT } else { "" };
+            let todo = match avoided {
+                true => "nothing to do: hostAgent: ibi avoids it on this host".to_string(),
+                false => remedy(d, seed_version),
             };
-            Some(format!(
-                "seed defect ({}): the seed {seed_version} {verdict} it. {why}. Effect: {}. Fix: {}.{mitigation}",
-                d.name,
-                d.effect,
-                remedy(d, seed_version)
-            ))
+            Some(DefectWarning {
+                short: format!(
+                    "seed defect ({}): the seed {seed_version} {verdict} it; {todo} (details: --log-level info, docs/create-image.md \"Known seed defects\")",
+                    d.name
+                ),
+                detail: format!(
+                    "seed defect ({}): the seed {seed_version} {verdict} it. {why}. Effect: {}. Fix: {}.{mitigation}",
+                    d.name,
+                    d.effect,
+                    remedy(d, seed_version)
+                ),
+            })
         })
         .collect()
 }
@@ -687,7 +702,8 @@ mod tests {
 
     #[test]
     fn a_warning_names_the_defect_the_evidence_its_effect_and_the_fix() {
-        let w = defect_warnings("4.21.0", &evidence(None, Some(false)), false);
+        let all = defect_warnings("4.21.0", &evidence(None, Some(false)), false);
+        let w: Vec<&String> = all.iter().map(|d| &d.detail).collect();
         assert_eq!(w.len(), 1, "{w:#?}");
         assert!(
             w[0].starts_with("seed defect (ca-trust race of installation-configuration.service): the seed 4.21.0 has it. Checked: the seed's own /etc/systemd/system/installation-configuration.service has no After=coreos-update-ca-trust.service. Effect: "),
@@ -699,17 +715,27 @@ mod tests {
             "{}",
             w[0]
         );
+        // Issue 34 item 13: the warning itself is what to do, one line.
+        assert_eq!(
+            all[0].short,
+            "seed defect (ca-trust race of installation-configuration.service): the seed 4.21.0 has it; regenerate the seed with a lifecycle-agent of release-4.21 that includes 729153a6b (2026-07-16) (details: --log-level info, docs/create-image.md \"Known seed defects\")"
+        );
         let w = defect_warnings("4.21.0", &evidence(None, Some(false)), true);
         assert!(
-            w[0].ends_with("so post-pivot starts only after the trust update."),
+            w[0].detail
+                .ends_with("so post-pivot starts only after the trust update."),
             "{}",
-            w[0]
+            w[0].detail
+        );
+        assert!(
+            w[0].short
+                .contains("; nothing to do: hostAgent: ibi avoids it on this host")
         );
         // Issue 34 item 11: no slow-CRI-O warning for any seed (it is not a defect of image-based
         // installs); item 12: a seed created on the day the fix reached its branch "may have" it.
         for version in ["4.16.0", "4.21.0", "5.0.0"] {
             let w = defect_warnings(version, &evidence(None, None), false);
-            assert!(!w.iter().any(|w| w.contains("CRI-O")), "{w:#?}");
+            assert!(!w.iter().any(|w| w.detail.contains("CRI-O")), "{w:#?}");
         }
         let w = defect_warnings(
             "4.20.3",
@@ -717,8 +743,8 @@ mod tests {
             false,
         );
         assert!(
-            w[0].contains("the seed 4.20.3 may have it. The seed does not record which lifecycle-agent build generated it (checked: it was created on 2026-07-17, the day the fix reached its branch)"),
-            "{}",
+            w[0].detail.contains("the seed 4.20.3 may have it. The seed does not record which lifecycle-agent build generated it (checked: it was created on 2026-07-17, the day the fix reached its branch)"),
+            "{:?}",
             w[0]
         );
         let w = defect_warnings(
@@ -727,8 +753,8 @@ mod tests {
             false,
         );
         assert!(
-            w[0].contains("the seed 4.20.3 has it. The seed image was created on 2026-07-16, before the fix (85b360bbd) reached release-4.20 on 2026-07-17"),
-            "{}",
+            w[0].detail.contains("the seed 4.20.3 has it. The seed image was created on 2026-07-16, before the fix (85b360bbd) reached release-4.20 on 2026-07-17"),
+            "{:?}",
             w[0]
         );
     }

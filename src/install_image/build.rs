@@ -110,7 +110,8 @@ pub fn plan(opts: &BuildOptions) -> Result<ImagePlan> {
     let (seed_image, evidence) = checked_seed_image(cfg, opts)?;
     let host_agent_ibi = matches!(cfg.host_agent(), HostAgent::Ibi { .. });
     for w in config::defect_warnings(&cfg.seed_version, &evidence, host_agent_ibi) {
-        warn!("{w}");
+        warn!("{}", w.short);
+        tracing::info!("{}", w.detail);
     }
     let base = fetch_base_iso(cfg, opts, base_options)?;
     let layout = BaseLayout::read(&base, opts.force)?;
