@@ -53,6 +53,13 @@ registry=${FAKE_REGISTRY:-release.ibi-fixture.example}
 # is the same as without them.
 tree_tar=${SEED_TREE_TAR:-}
 lca_cli_file=${LCA_CLI:-}
+# LCA_CLI_ROOT: this file (lifecycle-agent's lca-cli binary, for the lab's hostAgent: lca) is the
+# image root's lca-cli, the one the installation ISO's script copies out and runs as `lca-cli ibi`;
+# the seed's var/usrlocal/bin/lca-cli stays the stub or LCA_CLI (the post-pivot a booted host runs).
+# ETC_DELETIONS: etc.deletions holds these lines instead of the fixture's three (lca-cli removes each
+# with os.Remove and stops at the first that fails: an absent path or a directory that is not empty).
+lca_cli_root=${LCA_CLI_ROOT:-}
+etc_deletions=${ETC_DELETIONS-}
 
 epoch=1715644800 # 2024-05-14T00:00:00Z, the day seed format 4 appeared
 mtime=2024-05-14T00:00:00Z
@@ -189,7 +196,11 @@ echo "lca-cli (ibi fixture stub) $*" >&2
 exit 1
 '
 [ -z "$lca_cli_file" ] || lca_cli=$(cat "$lca_cli_file")
-printf '%s' "$lca_cli" >"$root/lca-cli"
+if [ -n "$lca_cli_root" ]; then
+    cp "$lca_cli_root" "$root/lca-cli"
+else
+    printf '%s' "$lca_cli" >"$root/lca-cli"
+fi
 
 # lca-cli joins the list with "\n" and writes no trailing newline.
 (
@@ -275,7 +286,11 @@ printf 'fixture static pod resource\n' >"$e/etc/kubernetes/static-pod-resources/
 chmod 0600 "$e/etc/kubernetes/static-pod-resources/ibi-fixture.yaml"
 det_tgz "$e" "$root/etc.tgz" etc/kubernetes/kubelet-ca.crt user.ibi.fixture:=seed
 
-printf '%s\n' /etc/ibi-fixture.d /etc/motd /etc/ibi-fixture-missing.conf >"$root/etc.deletions"
+if [ -n "${ETC_DELETIONS+set}" ]; then
+    printf '%s' "$etc_deletions" >"$root/etc.deletions"
+else
+    printf '%s\n' /etc/ibi-fixture.d /etc/motd /etc/ibi-fixture-missing.conf >"$root/etc.deletions"
+fi
 
 # --- the seed layer, config, manifest and index ------------------------------------------------------------
 chmod 0644 "$root"/*.json "$root"/*.tgz "$root"/containers.list "$root"/etc.deletions "$root"/*.origin

@@ -23,6 +23,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
+#[cfg(feature = "agent")]
+#[path = "lab/lca.rs"]
+mod lca;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -612,9 +615,6 @@ precacheDisabled: true
 shutdown: true
 "#;
 
-/// What the VM's serial console says when ibi's install unit ends (the lab's drop-in on the live root).
-#[cfg(feature = "agent")]
-const AGENT_ENDED: &str = "IBI-LAB: ibi-agent-install.service ended:";
 /// What it says once multi-user.target is reached, which waits for ibi's oneshot unit (with how that
 /// ended: a dependency that failed is said only here).
 #[cfg(feature = "agent")]
@@ -644,6 +644,13 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
 /// The inputs of an install in the lab, shared by the factory and one-shot tests.
 #[cfg(feature = "agent")]
 struct InstallRig {
+    /// `hostAgent: lca` with this lca-cli; `None`: `hostAgent: ibi`.
+    lca: Option<&'static lca::LcaRef>,
+    /// With `lca`: the registry at 127.0.0.1:5000 holding the seed and the precache images, alive
+    /// for `create image`'s seed check and the disk check (the VM's serves a copy of its storage).
+    registry: Option<common::registry::TestRegistry>,
+    /// With `lca`: the precache images' OCI layout (`make-real-seed.sh`'s PRECACHE_DIR).
+    precache: Option<PathBuf>,
     w: PathBuf,
     /// The working directory of `ibi create image` (the seed path is relative to it).
     stage: PathBuf,
@@ -663,8 +670,13 @@ struct InstallRig {
 /// whose EFI-SYSTEM has a boot loader that follows ostree's entry (so the disk boots after the
 /// install), and the registry's storage with ibi's host-agent image; BASE with the lab's
 /// installation config; a UEFI VM with a blank host disk and the seed disk, its emulator started.
+///
+/// With `lca` (`hostAgent: lca`, [`lca`]): the seed of that line's version carries lifecycle-agent's
+/// lca-cli at its root (the post-pivot stand-in of [`lca::POST_PIVOT_SCRIPT`] in its /var), its
+/// precache images name the VM's registry, and the registry holds the seed and those images
+/// instead of ibi's host-agent image.
 #[cfg(feature = "agent")]
-fn install_rig(lab: &mut Lab, name: &str) -> InstallRig {
+fn install_rig(lab: &mut Lab, name: &str, lca: Option<&'static lca::LcaRef>) -> InstallRig {
     let live = lab::live_iso().expect("the live ISO");
     let w = lab.dir.path().to_path_buf();
     let limit = Duration::from_secs(300);
@@ -673,16 +685,27 @@ fn install_rig(lab: &mut Lab, name: &str) -> InstallRig {
     std::fs::create_dir_all(&media).unwrap();
     let seed = media.join("seed");
     let lca_cli = w.join("lca-cli");
-    std::fs::write(&lca_cli, POST_PIVOT_SCRIPT).unwrap();
-    lab::run(
-        Command::new(common::agent::fixture("make-real-seed.sh"))
-            .arg(&seed)
-            .arg("4.16.0")
-            .env("SEED_TREE_TAR", lab::seed_tree().expect("the seed tree"))
-            .env("LCA_CLI", &lca_cli),
-        limit,
-    )
-    .expect("make-real-seed.sh");
+    let version = lca.map_or("4.16.0", |l| l.seed_version);
+    let mut make_seed = Command::new(common::agent::fixture("make-real-seed.sh"));
+    make_seed
+        .arg(&seed)
+        .arg(version)
+        .env("SEED_TREE_TAR", lab::seed_tree().expect("the seed tree"))
+        .env("LCA_CLI", &lca_cli);
+    let precache = lca.map(|l| {
+        std::fs::write(&lca_cli, lca::POST_PIVOT_SCRIPT).unwrap();
+        let precache = w.join("precache");
+        make_seed
+            .arg(&precache)
+            .env("LCA_CLI_ROOT", lca::binary(l, &w))
+            .env("FAKE_REGISTRY", lca::REGISTRY)
+            .env("ETC_DELETIONS", lca::ETC_DELETIONS);
+        precache
+    });
+    if lca.is_none() {
+        std::fs::write(&lca_cli, POST_PIVOT_SCRIPT).unwrap();
+    }
+    lab::run(&mut make_seed, limit).expect("make-real-seed.sh");
     lab::run(
         Command::new(common::agent::fixture("make-metal-image.sh"))
             .arg(media.join("metal.img"))
@@ -699,20 +722,31 @@ fn install_rig(lab: &mut Lab, name: &str) -> InstallRig {
         limit,
     )
     .expect("objcopy --strip-debug");
-    let agent_image = w.join("host-agent");
-    host_agent_layout(&agent_image, "lab", &binary);
-    {
-        let reg = common::registry::TestRegistry::start(TEST).expect("docker-registry");
-        reg.push(&agent_image, "lab", "ibi/agent");
-        lab::run(
-            Command::new("cp")
-                .arg("-a")
-                .arg(reg.storage())
-                .arg(media.join("registry")),
-            limit,
-        )
-        .expect("copying the registry's storage");
-    }
+    let reg = match (lca, &precache) {
+        (Some(_), Some(precache)) => {
+            let reg = common::registry::TestRegistry::start_at(TEST, lca::REGISTRY_HERE)
+                .expect("docker-registry");
+            reg.push(&seed, version, "ibi/seed");
+            common::agent::push_precache(&reg, precache);
+            reg
+        }
+        _ => {
+            let agent_image = w.join("host-agent");
+            host_agent_layout(&agent_image, "lab", &binary);
+            let reg = common::registry::TestRegistry::start(TEST).expect("docker-registry");
+            reg.push(&agent_image, "lab", "ibi/agent");
+            reg
+        }
+    };
+    lab::run(
+        Command::new("cp")
+            .arg("-a")
+            .arg(reg.storage())
+            .arg(media.join("registry")),
+        limit,
+    )
+    .expect("copying the registry's storage");
+    let registry = lca.map(|_| reg);
     let seed_disk = w.join("seed.raw");
     lab::run(
         Command::new("mkfs.ext4")
@@ -725,11 +759,8 @@ fn install_rig(lab: &mut Lab, name: &str) -> InstallRig {
     .expect("mkfs.ext4 -d");
     let base = w.join("base");
     std::fs::create_dir_all(&base).unwrap();
-    std::fs::write(
-        base.join("image-based-installation-config.yaml"),
-        FACTORY_CONFIG,
-    )
-    .unwrap();
+    let config = lca.map_or_else(|| FACTORY_CONFIG.to_string(), lca::config);
+    std::fs::write(base.join("image-based-installation-config.yaml"), config).unwrap();
     let host_disk = w.join("host.raw");
     std::fs::File::create(&host_disk)
         .unwrap()
@@ -752,6 +783,9 @@ fn install_rig(lab: &mut Lab, name: &str) -> InstallRig {
     );
     lab.start_emulator(&vm);
     InstallRig {
+        lca,
+        registry,
+        precache,
         w,
         stage,
         media,
@@ -766,6 +800,14 @@ fn install_rig(lab: &mut Lab, name: &str) -> InstallRig {
 
 #[cfg(feature = "agent")]
 impl InstallRig {
+    /// The live system's install unit, without `.service`.
+    fn install_unit(&self) -> &'static str {
+        match self.lca {
+            Some(_) => "install-rhcos-and-restore-seed",
+            None => "ibi-agent-install",
+        }
+    }
+
     /// `ibi create image --dir BASE --base-iso <the lab's live ISO>` and `extra` arguments.
     fn create_image(&self, extra: &[&Path]) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ibi"));
@@ -773,6 +815,11 @@ impl InstallRig {
             .arg(&self.base)
             .arg("--base-iso")
             .arg(&self.live);
+        if self.lca.is_some() {
+            // The seed is checked where the host pulls it from: this side's registry at the address
+            // the VM's has (plain HTTP, as there).
+            cmd.args(["--insecure-registry", lca::REGISTRY]);
+        }
         for a in extra {
             cmd.arg(a);
         }
@@ -861,11 +908,16 @@ impl InstallRig {
             }
             // The agent's own `shutdown` stops its unit (`signal`): only an exit status or a failed
             // dependency is a failure here; whether the install finished, the disk says.
+            let unit = self.install_unit();
+            let (ended, up) = (
+                format!("IBI-LAB: {unit}.service ended:"),
+                format!("{unit}: active/success"),
+            );
             let failed = serial.lines().any(|l| {
-                (l.contains(AGENT_ENDED)
+                (l.contains(&ended)
                     && !l.contains("ended: success")
                     && !l.contains("ended: signal"))
-                    || (l.contains(LIVE_UP) && !l.contains("ibi-agent-install: active/success"))
+                    || (l.contains(LIVE_UP) && !l.contains(&up))
             });
             if failed || Instant::now() > deadline {
                 common::deliver::stop_child(&mut deploy);
@@ -911,7 +963,7 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
     // The metal image's filesystems have fixed UUIDs: one mounter at a time on this machine.
     let _metal = metal_image_lock();
     let started = Instant::now();
-    let rig = install_rig(&mut lab, "factory");
+    let rig = install_rig(&mut lab, "factory", None);
     let (w, vm) = (&rig.w, &rig.vm);
     rig.create_image(&[]);
     eprintln!("lab: factory inputs ready in {:.1?}", started.elapsed());
@@ -1044,7 +1096,7 @@ fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
     };
     let _metal = metal_image_lock();
     let started = Instant::now();
-    let rig = install_rig(&mut lab, "oneshot");
+    let rig = install_rig(&mut lab, "oneshot", None);
     let (w, vm) = (&rig.w, &rig.vm);
     rig.create_image(&[]);
     // The fleet's site, built, moved beside the installation ISO: BASE holds both.
@@ -1107,6 +1159,207 @@ fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
     );
     drop((root, t));
     eprintln!("lab: one-shot install done in {:.1?}", started.elapsed());
+}
+
+#[cfg(not(feature = "agent"))]
+#[test]
+fn lca_cli_of_release_4_18_installs_a_vm_from_an_installation_iso_ibi_built() {
+    common::skip(TEST, "the disk checks read it with ibi's agent code");
+}
+
+/// Factory phase with `hostAgent: lca` (issue 35) on a VM: the installation ISO `ibi create image`
+/// builds from the lab's live ISO runs the seed's own lca-cli, lifecycle-agent's release-4.18 build
+/// (`../shared/fixtures/lca-cli/`), carried at the seed image's root; `ibi deploy --phase factory`
+/// boots it once through the emulator, lca-cli runs to its end (its log on the serial console: every
+/// command it ran, checked in order) and powers the VM off. The disk is then read here
+/// ([`lca::check_disk`]): the extra partition, the new stateroot with the seed's deployment, /etc
+/// and /var restored, the precached images. Then the site phase runs on that disk: it boots the
+/// seed's deployment, whose post-pivot stand-in (as lifecycle-agent's: an lca-installed host has no
+/// ibi unit) copies the configuration ISO's tree. Stand-ins: those of the factory test above for
+/// RHCOS (`coreos-installer`, `chcon`, `nmstatectl`, the Debian live root and seed tree) and the
+/// seed's post-pivot; every other tool lca-cli calls is Debian's.
+#[cfg(feature = "agent")]
+#[test]
+fn lca_cli_of_release_4_18_installs_a_vm_from_an_installation_iso_ibi_built() {
+    use common::agent::metal_image_lock;
+
+    let l = &lca::LCA_4_18;
+    let _one = lab::lock();
+    let Some(mut lab) = Lab::start(TEST) else {
+        return;
+    };
+    let _metal = metal_image_lock();
+    let started = Instant::now();
+    let rig = install_rig(&mut lab, "lca-factory", Some(l));
+    rig.create_image(&[]);
+    eprintln!("lab: lca factory inputs ready in {:.1?}", started.elapsed());
+    let serial = rig.deploy_factory(&lab);
+    let calls = lca_ran(&serial, l, false);
+    eprintln!(
+        "lab: lca-cli {} made {} calls in the factory phase",
+        l.branch,
+        calls.len()
+    );
+    let disk = lca::check_disk(&rig, l, &rig.w.join("disk"));
+    eprintln!("lab: the disk lca-cli {} left:\n{disk}", l.branch);
+
+    let site_started = Instant::now();
+    let phase = run_site_phase(&lab, &rig.vm);
+    eprintln!(
+        "lab: site phase on lca-cli's disk done in {:.1?}",
+        site_started.elapsed()
+    );
+    let serial = lab::serial(&rig.vm);
+    assert!(
+        serial.contains(&format!(
+            "Command line: BOOT_IMAGE=/ostree/rhcos_{}-",
+            l.seed_version
+        )),
+        "the disk did not boot the seed's deployment:\n{serial}"
+    );
+    let t = common::agent::Target::adopt(&rig.w.join("check-site"), &rig.host_disk, "overlay");
+    let root_at = rig.w.join("check-site/root");
+    let root = common::agent::Mounted::new(&t, "root", &root_at, Some("ro"));
+    let var = root_at.join(format!("ostree/deploy/rhcos_{}/var", l.seed_version));
+    let record = check_tree(
+        &phase.iso(),
+        &phase.work.path().join("iso"),
+        &var.join("opt/openshift"),
+        &var,
+    );
+    assert!(
+        record_field(&record, "source").starts_with("device /dev/sr"),
+        "{record}"
+    );
+    drop((root, t));
+    eprintln!(
+        "lab: lca factory and site phase done in {:.1?}",
+        started.elapsed()
+    );
+}
+
+#[cfg(not(feature = "agent"))]
+#[test]
+fn lca_cli_of_main_installs_a_one_shot_medium_and_runs_post_sh() {
+    common::skip(TEST, "the disk checks read it with ibi's agent code");
+}
+
+/// One-shot with `hostAgent: lca` (issue 35) on a VM: lifecycle-agent's main build (the 5.0 line)
+/// runs from the site's own variant of the installation ISO that `ibi deploy --phase oneshot` serves
+/// (the fleet's ISO, built once, with BASE/post.sh, the user's); lca-cli runs ibi's generated
+/// `post.sh`, which writes the site's tree into the new stateroot's `var/opt/openshift` and then
+/// runs the user's `post.sh`; the VM powers off; deploy boots the disk with no medium, the seed's
+/// post-pivot stand-in finds the tree already there (it waited 0 s and read no device), and deploy
+/// sees the cluster's stand-in turn ready. The disk is read as in the factory test. Stand-ins as
+/// there, and the cluster's API (tests/common/kubeapi.rs).
+#[cfg(feature = "agent")]
+#[test]
+fn lca_cli_of_main_installs_a_one_shot_medium_and_runs_post_sh() {
+    use common::agent::metal_image_lock;
+
+    let l = &lca::LCA_MAIN;
+    let _one = lab::lock();
+    let Some(mut lab) = Lab::start(TEST) else {
+        return;
+    };
+    let _metal = metal_image_lock();
+    let started = Instant::now();
+    let rig = install_rig(&mut lab, "lca-oneshot", Some(l));
+    std::fs::write(rig.base.join("post.sh"), lca::user_post_sh(l)).unwrap();
+    rig.create_image(&[]);
+    let (fleet, inventory) = built_example_fleet(&lab, &rig.vm);
+    std::fs::rename(fleet.path().join("sites"), rig.base.join("sites")).unwrap();
+    let site = rig.base.join("sites").join(SITE);
+    let built = BuiltSite::read(&site);
+    let api = StandIn::start(&built.cluster_tls(), built.seed_state());
+    built.point_at(&api.url());
+    eprintln!(
+        "lab: lca one-shot inputs ready in {:.1?}",
+        started.elapsed()
+    );
+    let serial = rig.deploy(&lab, "oneshot", &inventory, SITE, Some((&api, &built)));
+    assert!(api.count("/readyz") > 0, "the cluster was not watched");
+    let calls = lca_ran(&serial, l, true);
+    eprintln!(
+        "lab: lca-cli {} made {} calls in the one-shot install",
+        l.branch,
+        calls.len()
+    );
+    // lca-cli keeps what post.sh prints to itself (it logs a command's output only when it fails):
+    // ibi's post.sh is seen by what it left on the disk, the user's also by its line on the console.
+    assert!(
+        serial.contains("IBI-LAB: the user's post.sh ran in /"),
+        "the user's post.sh did not run:\n{serial}"
+    );
+    assert!(
+        serial.contains("Command line: BOOT_IMAGE=/ostree/rhcos_5.0.0-"),
+        "the disk did not boot the seed's deployment:\n{serial}"
+    );
+    let disk = lca::check_disk(&rig, l, &rig.w.join("disk"));
+    eprintln!("lab: the disk lca-cli {} left:\n{disk}", l.branch);
+    let t = common::agent::Target::adopt(&rig.w.join("check-oneshot"), &rig.host_disk, "overlay");
+    let root_at = rig.w.join("check-oneshot/root");
+    let root = common::agent::Mounted::new(&t, "root", &root_at, Some("ro"));
+    let var = root_at.join("ostree/deploy/rhcos_5.0.0/var");
+    let record = check_tree(
+        &site.join("imagebasedconfig.iso"),
+        &rig.w.join("iso"),
+        &var.join("opt/openshift"),
+        &var,
+    );
+    // The tree was there before post-pivot's stand-in first looked, from no device.
+    assert_eq!(record_field(&record, "waited"), "0");
+    assert_eq!(record_field(&record, "source"), "folder");
+    // The user's post.sh ran after ibi's had written the tree.
+    let user = std::fs::read_to_string(var.join("lib/ibi-lab-user-post")).unwrap();
+    assert_eq!(
+        user.trim(),
+        "/mnt/ostree/deploy/rhcos_5.0.0/var/opt/openshift/cluster-configuration/manifest.json"
+    );
+    drop((root, t));
+    eprintln!(
+        "lab: lca one-shot install done in {:.1?}",
+        started.elapsed()
+    );
+}
+
+/// lca-cli's calls on `serial`, printed; asserts it finished, ran what `l` runs for the lab's
+/// config in order, and that coreos-installer (the stand-in) was called once, as lca-cli says.
+#[cfg(feature = "agent")]
+fn lca_ran(serial: &str, l: &lca::LcaRef, post: bool) -> Vec<String> {
+    let calls = lca::calls(serial);
+    eprintln!(
+        "lab: lca-cli {} calls, in order:\n{}",
+        l.branch,
+        calls.join("\n")
+    );
+    assert!(
+        serial.contains("IBI preparation process finished successfully!"),
+        "lca-cli did not finish:\n{serial}"
+    );
+    let seed = lca::seed_image(&calls);
+    assert!(
+        seed.starts_with(&format!("{}/ibi/seed", lca::REGISTRY)),
+        "{seed}"
+    );
+    lca::assert_in_order(&calls, &lca::expected_calls(l, &seed, post));
+    let precached = calls
+        .iter()
+        .filter(|c| c.starts_with("precache pulled "))
+        .count();
+    assert_eq!(precached, 3, "the seed's containers.list has 3 images");
+    let installs: Vec<&str> = serial
+        .lines()
+        .filter(|l| l.starts_with("IBI-LAB: coreos-installer"))
+        .collect();
+    assert_eq!(
+        installs,
+        [
+            "IBI-LAB: coreos-installer install /dev/disk/by-id/virtio-ibi-lab-host --append-karg ibi.test=1"
+        ],
+        "{serial}"
+    );
+    calls
 }
 
 /// `ibi agent install` of `seed` onto a blank loop disk of the e2e test's size, here: the

@@ -297,7 +297,7 @@ pub fn write_stand_in(t: &Target, metal: &Path) {
 
 /// Pushes the precache images where `containers.list` names them, with the local registry in place
 /// of the fake release registry; returns the rewritten references the agent should pull.
-fn push_precache(reg: &TestRegistry, precache: &Path) -> Vec<String> {
+pub fn push_precache(reg: &TestRegistry, precache: &Path) -> Vec<String> {
     let tsv = fs::read_to_string(precache.join("images.tsv")).unwrap();
     let mut images = Vec::new();
     for row in tsv.lines() {
@@ -876,7 +876,7 @@ fn check_gpt_layout(t: &Target) {
     );
 }
 
-fn bls_options(entries: &Path) -> Vec<String> {
+pub fn bls_options(entries: &Path) -> Vec<String> {
     let mut names: Vec<PathBuf> = fs::read_dir(entries)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -899,20 +899,8 @@ fn bls_options(entries: &Path) -> Vec<String> {
 fn check_restored_files(etc: &Path, stateroot_dir: &Path, binary: &Path) {
     assert!(stateroot_dir.join("var/lib/kubelet").is_dir());
     assert!(stateroot_dir.join("var/lib/etcd/member").is_dir());
-    assert_eq!(
-        fs::read_to_string(etc.join("hostname")).unwrap(),
-        "seed-node\n"
-    );
-    let mut value = [0u8; 64];
-    let n = rustix::fs::lgetxattr(
-        etc.join("kubernetes/kubelet-ca.crt"),
-        "user.ibi.fixture",
-        &mut value,
-    )
-    .expect("xattr restored");
-    assert_eq!(&value[..n], b"seed");
+    check_restored_etc(etc);
     assert!(!etc.join("ibi-fixture.d").exists(), "deleted directory");
-    assert!(!etc.join("motd").exists(), "deleted file");
 
     let systemd = etc.join("systemd/system");
     assert!(systemd.join("ibi-fetch-config.service").is_file());
@@ -932,6 +920,24 @@ fn check_restored_files(etc: &Path, stateroot_dir: &Path, binary: &Path) {
         "the installed ibi is not {}",
         binary.display()
     );
+}
+
+/// The real seed's etc.tgz restored over the deployment's `etc` (its hostname, the xattr its tar
+/// carries) and its etc.deletions' file gone: what any restore of it leaves, ibi's or lca-cli's.
+pub fn check_restored_etc(etc: &Path) {
+    assert_eq!(
+        fs::read_to_string(etc.join("hostname")).unwrap(),
+        "seed-node\n"
+    );
+    let mut value = [0u8; 64];
+    let n = rustix::fs::lgetxattr(
+        etc.join("kubernetes/kubelet-ca.crt"),
+        "user.ibi.fixture",
+        &mut value,
+    )
+    .expect("xattr restored");
+    assert_eq!(&value[..n], b"seed");
+    assert!(!etc.join("motd").exists(), "deleted file");
 }
 
 /// `skopeo inspect containers-storage:…` of every precached image (with the target's driver) against

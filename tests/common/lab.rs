@@ -448,7 +448,7 @@ impl Lab {
       <readonly/>
     </disk>
     <serial type='file'>
-      <source path='{serial}'/>
+      <source path='{serial}' append='on'/>
       <target port='0'/>
     </serial>
     <memballoon model='none'/>
@@ -515,7 +515,8 @@ impl Lab {
     }
 }
 
-/// The serial log of `domain` so far.
+/// The serial log of `domain` so far: every boot's, one after the other (the file source appends,
+/// so a one-shot's install is still there after deploy boots the disk).
 pub fn serial(domain: &Domain) -> String {
     String::from_utf8_lossy(&std::fs::read(&domain.serial).unwrap_or_default()).into_owned()
 }

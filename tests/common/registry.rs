@@ -109,6 +109,16 @@ impl TestRegistry {
         Self::start_with(test, None, None)
     }
 
+    /// An anonymous registry at `addr` (HOST:PORT), where a reference must name the same registry
+    /// here and inside a VM (the lab's `localhost:5000`); panics if it cannot listen there.
+    pub fn start_at(test: &str, addr: &str) -> Option<TestRegistry> {
+        // A registry already there (one a killed run left) would answer for this one.
+        if let Err(e) = std::net::TcpListener::bind(addr) {
+            panic!("{addr} is taken ({e}): is a registry of a killed run still listening there?");
+        }
+        Self::start_on(test, None, None, Some(addr))
+    }
+
     /// A registry that requires HTTP basic auth with `user`/`password` (bcrypt htpasswd).
     pub fn start_with_auth(test: &str, user: &str, password: &str) -> Option<TestRegistry> {
         Self::start_with(test, Some((user, password)), None)
@@ -126,11 +136,20 @@ impl TestRegistry {
         creds: Option<(&str, &str)>,
         tls: Option<(&str, &str)>,
     ) -> Option<TestRegistry> {
+        Self::start_on(test, creds, tls, None)
+    }
+
+    fn start_on(
+        test: &str,
+        creds: Option<(&str, &str)>,
+        tls: Option<(&str, &str)>,
+        at: Option<&str>,
+    ) -> Option<TestRegistry> {
         if !super::require_tools(test, &["docker-registry", "skopeo"]) {
             return None;
         }
         let dir = tempfile::tempdir().expect("tempdir");
-        let addr = format!("127.0.0.1:{}", free_port());
+        let addr = at.map_or_else(|| format!("127.0.0.1:{}", free_port()), str::to_string);
         let config = dir.path().join("config.yml");
         let mut text = registry_config(dir.path(), &addr, creds);
         if let Some((cert, key)) = tls {

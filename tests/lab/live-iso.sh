@@ -11,14 +11,16 @@
 #                                                       kargs slot (kargs, newline, '#' padding, then the
 #                                                       `# COREOS_KARG_EMBED_AREA` comment)
 #   LiveOS/squashfs.img                                 the read-only live root (systemd, udev, podman, skopeo,
-#                                                       libostree, xfsprogs, docker-registry), under a tmpfs
+#                                                       libostree, xfsprogs, docker-registry, what lca-cli
+#                                                       calls), under a tmpfs
 #                                                       overlay at boot, container storage on its own tmpfs
 # What Debian's Ignition module lacks, tests/lab/live/ adds as the dracut module 31ibi-lab-live: the copy of the
 # embedded /config.ign to /usr/lib/ignition/user.ign (CoreOS's ignition-setup-user step), the live root mount,
 # `is-live-image`, and a `setfiles` that does nothing (the live root has no SELinux policy; Debian's Ignition
 # relabels all the same). Its 30ignition copy depends on `systemd` only: the VM has no network.
 # The live root carries the lab's stand-ins and registry (tests/lab/live-root/, see below): the installation ISO
-# ibi makes from this one runs `hostAgent: ibi` as on RHCOS, fetching ibi from a registry, with no network.
+# ibi makes from this one runs `hostAgent: ibi` (fetching ibi from a registry) or `hostAgent: lca` (the
+# seed's own lca-cli) as on RHCOS, with no network.
 # On the live system, lab-live.service says on the serial console that it is up and what Ignition wrote to
 # /etc/ibi-lab-ignition.
 #
@@ -36,14 +38,19 @@ cleanup() {
 trap cleanup EXIT
 label=IBILAB
 
-# What the installation ISO's host side runs on the live system: podman (fetch-ibi.sh), skopeo and
-# libostree (ibi agent install), xfsprogs (the extra partition), and docker-registry for the lab's
-# registry on the VM's loopback.
+# What the installation ISO's host side runs on the live system: podman (fetch-ibi.sh, the install
+# script and lca-cli), skopeo and libostree (ibi agent install), xfsprogs (the extra partition), and
+# docker-registry for the lab's registry on the VM's loopback. For lifecycle-agent's lca-cli (hostAgent:
+# lca) the tools it calls by name, from their Debian packages: ostree, sfdisk and blockdev (fdisk,
+# util-linux), sgdisk (gdisk, lca-cli 4.18), growpart (cloud-guest-utils), lsblk and jq, restorecon
+# (policycoreutils: without SELinux it relabels nothing and succeeds), chattr (e2fsprogs), and the disk
+# cleanup's vgs/pvs/dmsetup (lvm2) and mdadm.
 agent_parts=podman,netavark,skopeo,libostree-1-1,xfsprogs,fdisk,docker-registry
+lca_parts=ostree,gdisk,cloud-guest-utils,jq,policycoreutils,lvm2,mdadm
 mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
 mirror=${mirror:-http://deb.debian.org/debian}
 debootstrap --variant=minbase \
-    --include=systemd,systemd-sysv,udev,kmod,linux-image-amd64,dracut-core,ignition,util-linux,e2fsprogs,$agent_parts \
+    --include=systemd,systemd-sysv,udev,kmod,linux-image-amd64,dracut-core,ignition,util-linux,e2fsprogs,$agent_parts,$lca_parts \
     bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; exit 1; }
 chroot "$root" apt-get clean
 
@@ -63,8 +70,8 @@ ln -sf /etc/systemd/system/lab-live.service "$root/etc/systemd/system/multi-user
 
 # The lab's stand-ins on the live root (tests/lab/live-root/): coreos-installer (no osmet image here),
 # nmstatectl (no NIC), chcon (no SELinux); the lab's registry (config, insecure on the loopback, the
-# seed disk mounted at /srv/ibi-lab) and the agent unit's drop-in that orders it after the registry
-# and echoes it to the serial console.
+# seed disk mounted at /srv/ibi-lab) and the install unit's drop-in (ibi's, or the lca-cli script's)
+# that orders it after the registry and echoes it to the serial console.
 lr="$here/live-root"
 install -m 0755 "$lr/coreos-installer" "$root/usr/bin/coreos-installer"
 install -m 0755 "$lr/nmstatectl" "$root/usr/bin/nmstatectl"
@@ -73,7 +80,9 @@ install -m 0755 "$lr/chcon" "$root/usr/bin/chcon"
 install -D -m 0644 "$lr/registry-config.yml" "$root/etc/docker/registry/config.yml"
 install -D -m 0644 "$lr/registry-mount.conf" "$root/etc/systemd/system/docker-registry.service.d/50-ibi-lab.conf"
 install -D -m 0644 "$lr/registries-ibi-lab.conf" "$root/etc/containers/registries.conf.d/50-ibi-lab.conf"
-install -D -m 0644 "$lr/50-ibi-lab.conf" "$root/etc/systemd/system/ibi-agent-install.service.d/50-ibi-lab.conf"
+for unit in ibi-agent-install.service install-rhcos-and-restore-seed.service; do
+    install -D -m 0644 "$lr/50-ibi-lab.conf" "$root/etc/systemd/system/$unit.d/50-ibi-lab.conf"
+done
 mkdir -p "$root/srv/ibi-lab"
 echo 'LABEL=IBILABSEED /srv/ibi-lab ext4 ro,noload,nofail,x-systemd.device-timeout=120s 0 0' >>"$root/etc/fstab"
 # As on RHCOS (99-default-disable.preset): the first boot's preset run enables only what a preset names
@@ -104,7 +113,7 @@ kver=$(basename "$(ls -d "$root"/lib/modules/* | head -1)")
 mount -t proc proc "$root/proc"
 proc_mounted="$root/proc"
 chroot "$root" dracut --quiet --no-hostonly --force --add "ignition-lab ibi-lab-live" \
-    --omit "plymouth network dmsquash-live" /boot/initrd-live.img "$kver"
+    --omit "plymouth network dmsquash-live lvm mdraid dm" /boot/initrd-live.img "$kver"
 umount "$root/proc"
 proc_mounted=""
 

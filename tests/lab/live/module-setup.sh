@@ -11,7 +11,10 @@ install() {
     mkdir -p "$initdir/$systemdsystemunitdir/ignition-complete.target.requires" "$initdir/$systemdsystemunitdir/initrd-root-fs.target.requires"
     ln_r "$systemdsystemunitdir/ibi-lab-setup-user.service" "$systemdsystemunitdir/ignition-complete.target.requires/ibi-lab-setup-user.service"
     ln_r "$systemdsystemunitdir/ibi-lab-live-root.service" "$systemdsystemunitdir/initrd-root-fs.target.requires/ibi-lab-live-root.service"
-    inst_script "$moddir/setfiles" /usr/sbin/setfiles
+    # Over the real one, which 30ignition installs when the live root has policycoreutils (lca-cli's
+    # restorecon): with no policy it fails, and with it Ignition's files stage.
+    mkdir -p "$initdir/usr/sbin"
+    cp -f "$moddir/setfiles" "$initdir/usr/sbin/setfiles" && chmod 0755 "$initdir/usr/sbin/setfiles"
     inst_hook cmdline 29 "$moddir/parse-live.sh"
     inst_script "$moddir/is-live-image" /usr/bin/is-live-image
     inst_script "$moddir/live-root.sh" /usr/sbin/ibi-lab-live-root
