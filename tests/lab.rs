@@ -20,6 +20,9 @@
 //! One-shot: `ibi deploy --phase oneshot` serves the VM the site's own variant of the installation
 //! ISO (carrying the site's configuration), waits for the install, boots the disk with no medium and
 //! watches the cluster; the post-pivot stand-in finds the configuration already on the disk.
+//!
+//! With `hostAgent: lca` (tests/lab/lca.rs): the same factory phase (then the site phase) and
+//! one-shot, run by lifecycle-agent's own lca-cli (release-4.18 and main) from the seed image.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 mod common;
