@@ -851,6 +851,23 @@ impl InstallRig {
         self.deploy(lab, "factory", &inventory, "f1", None)
     }
 
+    /// The example fleet's site a17 built and moved beside BASE's installation ISO (BASE holds
+    /// both), the cluster's API stand-in for it, and `ibi deploy --phase oneshot` of it ([`deploy`]);
+    /// returns the serial console, a17's folder and the stand-in. `started`: when the test began.
+    ///
+    /// [`deploy`]: InstallRig::deploy
+    fn deploy_one_shot(&self, lab: &Lab, started: Instant) -> (String, PathBuf, StandIn) {
+        let (fleet, inventory) = built_example_fleet(lab, &self.vm);
+        std::fs::rename(fleet.path().join("sites"), self.base.join("sites")).unwrap();
+        let site = self.base.join("sites").join(SITE);
+        let built = BuiltSite::read(&site);
+        let api = StandIn::start(&built.cluster_tls(), built.seed_state());
+        built.point_at(&api.url());
+        eprintln!("lab: one-shot inputs ready in {:.1?}", started.elapsed());
+        let serial = self.deploy(lab, "oneshot", &inventory, SITE, Some((&api, &built)));
+        (serial, site, api)
+    }
+
     /// `ibi deploy --phase PHASE` of BASE to the rig's VM, the inventory's only site `site`: ends
     /// with the site done and no CD drive left. With `api` (one-shot), the cluster's stand-in is
     /// turned ready once the guest says its configuration arrived. Returns the serial console.
@@ -1102,15 +1119,7 @@ fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
     let rig = install_rig(&mut lab, "oneshot", None);
     let (w, vm) = (&rig.w, &rig.vm);
     rig.create_image(&[]);
-    // The fleet's site, built, moved beside the installation ISO: BASE holds both.
-    let (fleet, inventory) = built_example_fleet(&lab, vm);
-    std::fs::rename(fleet.path().join("sites"), rig.base.join("sites")).unwrap();
-    let site = rig.base.join("sites").join(SITE);
-    let built = BuiltSite::read(&site);
-    let api = StandIn::start(&built.cluster_tls(), built.seed_state());
-    built.point_at(&api.url());
-    eprintln!("lab: one-shot inputs ready in {:.1?}", started.elapsed());
-    let serial = rig.deploy(&lab, "oneshot", &inventory, SITE, Some((&api, &built)));
+    let (serial, site, api) = rig.deploy_one_shot(&lab, started);
     assert!(
         !site.join("rhcos-ibi.iso").exists(),
         "nothing stored per site"
@@ -1270,17 +1279,7 @@ fn lca_cli_of_main_installs_a_one_shot_medium_and_runs_post_sh() {
     let rig = install_rig(&mut lab, "lca-oneshot", Some(l));
     std::fs::write(rig.base.join("post.sh"), lca::user_post_sh(l)).unwrap();
     rig.create_image(&[]);
-    let (fleet, inventory) = built_example_fleet(&lab, &rig.vm);
-    std::fs::rename(fleet.path().join("sites"), rig.base.join("sites")).unwrap();
-    let site = rig.base.join("sites").join(SITE);
-    let built = BuiltSite::read(&site);
-    let api = StandIn::start(&built.cluster_tls(), built.seed_state());
-    built.point_at(&api.url());
-    eprintln!(
-        "lab: lca one-shot inputs ready in {:.1?}",
-        started.elapsed()
-    );
-    let serial = rig.deploy(&lab, "oneshot", &inventory, SITE, Some((&api, &built)));
+    let (serial, site, api) = rig.deploy_one_shot(&lab, started);
     assert!(api.count("/readyz") > 0, "the cluster was not watched");
     let calls = lca_ran(&serial, l, true);
     eprintln!(

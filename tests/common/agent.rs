@@ -943,23 +943,30 @@ pub fn check_restored_etc(etc: &Path) {
 /// `skopeo inspect containers-storage:…` of every precached image (with the target's driver) against
 /// the registry's digest; returns `image digest` lines.
 fn check_images(images: &[String], t: &Target, containers_at: &Path) -> Vec<String> {
-    let run_dir = t.path("check-run");
+    let same: Vec<(String, String)> = images.iter().map(|i| (i.clone(), i.clone())).collect();
+    check_images_named(&same, t, containers_at)
+}
+
+/// [`check_images`] where the storage names an image (first) otherwise than this side reaches its
+/// registry (second): a VM's `localhost:5000` is here `127.0.0.1:5000`.
+pub fn check_images_named(
+    images: &[(String, String)],
+    t: &Target,
+    containers_at: &Path,
+) -> Vec<String> {
     let mut digests = Vec::new();
-    for image in images {
-        let reference = format!(
-            "containers-storage:[{}@{}+{}]{image}",
-            t.driver,
-            s(&containers_at.join("storage")),
-            s(&run_dir)
-        );
-        let local: serde_json::Value =
-            serde_json::from_str(&run("skopeo", &["inspect", &reference])).unwrap();
+    for (image, remote_ref) in images {
+        let local: serde_json::Value = serde_json::from_str(&run(
+            "skopeo",
+            &["inspect", &storage_reference(t, containers_at, image)],
+        ))
+        .unwrap();
         let remote: serde_json::Value = serde_json::from_str(&run(
             "skopeo",
             &[
                 "inspect",
                 "--tls-verify=false",
-                &format!("docker://{image}"),
+                &format!("docker://{remote_ref}"),
             ],
         ))
         .unwrap();
@@ -967,6 +974,17 @@ fn check_images(images: &[String], t: &Target, containers_at: &Path) -> Vec<Stri
         digests.push(format!("{image} {}", local["Digest"]));
     }
     digests
+}
+
+/// `image` in the container storage mounted at `containers_at` (the target's driver), as skopeo
+/// names it.
+pub fn storage_reference(t: &Target, containers_at: &Path, image: &str) -> String {
+    format!(
+        "containers-storage:[{}@{}+{}]{image}",
+        t.driver,
+        s(&containers_at.join("storage")),
+        s(&t.path("check-run"))
+    )
 }
 
 /// Nothing mounted from the disk or below the target, no loop device over the disk, no state on it.

@@ -339,42 +339,26 @@ pub fn check_disk(rig: &InstallRig, l: &LcaRef, dir: &Path) -> String {
 
     let reg = rig.registry.as_ref().unwrap();
     let tsv = std::fs::read_to_string(rig.precache.as_ref().unwrap().join("images.tsv")).unwrap();
-    let run_dir = t.path("check-run");
-    let storage = |image: &str| {
-        format!(
-            "containers-storage:[overlay@{}+{}]{image}",
-            s(&containers_at.join("storage")),
-            s(&run_dir)
-        )
-    };
-    let mut images = Vec::new();
-    for row in tsv.lines() {
-        let cols: Vec<&str> = row.split(' ').collect();
-        let (repo, reference) = (cols[1], cols[2]);
-        let local: Value = serde_json::from_str(&run(
-            "skopeo",
-            &[
-                "inspect",
-                &storage(&format!("{REGISTRY}/{repo}{reference}")),
-            ],
-        ))
-        .unwrap();
-        let remote: Value = serde_json::from_str(&run(
-            "skopeo",
-            &[
-                "inspect",
-                "--tls-verify=false",
-                &format!("docker://{}/{repo}{reference}", reg.addr),
-            ],
-        ))
-        .unwrap();
-        assert_eq!(local["Digest"], remote["Digest"], "{repo}{reference}");
-        images.push(format!("{REGISTRY}/{repo}{reference} {}", local["Digest"]));
-    }
+    let named: Vec<(String, String)> = tsv
+        .lines()
+        .map(|row| {
+            let cols: Vec<&str> = row.split(' ').collect();
+            let (repo, reference) = (cols[1], cols[2]);
+            (
+                format!("{REGISTRY}/{repo}{reference}"),
+                format!("{}/{repo}{reference}", reg.addr),
+            )
+        })
+        .collect();
+    let images = common::agent::check_images_named(&named, &t, &containers_at);
     let seed_left = Command::new("skopeo")
         .args([
             "inspect",
-            &storage(&format!("{REGISTRY}/ibi/seed:{}", l.seed_version)),
+            &common::agent::storage_reference(
+                &t,
+                &containers_at,
+                &format!("{REGISTRY}/ibi/seed:{}", l.seed_version),
+            ),
         ])
         .output()
         .unwrap();
