@@ -14,4 +14,4 @@ sizes=${1:-20,100,200}
 parallel=${2:-20}
 cargo build --release --all-features --bin ibi
 IBI_DEPLOY_TEST_BINARY="$PWD/target/release/ibi" IBI_SCALE_SIZES="$sizes" IBI_SCALE_PARALLEL="$parallel" \
-    cargo test --release --all-features --test deploy_scale -- --ignored --nocapture deploy_scale_benchmark
+    cargo test --release --all-features --test tools -- --ignored --nocapture deploy_scale_benchmark

@@ -223,7 +223,7 @@ fn ibi_boot(
 #[cfg(not(feature = "agent"))]
 #[test]
 fn a_site_configuration_arrives_through_a_real_kernel_udev_and_systemd() {
-    common::skip(TEST, "the host's ibi needs the agent feature");
+    common::missing(TEST, "the host's ibi needs the agent feature");
 }
 
 #[cfg(feature = "agent")]
@@ -626,7 +626,7 @@ const LIVE_UP: &str = "IBI-LAB: live up;";
 #[cfg(not(feature = "agent"))]
 #[test]
 fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
-    common::skip(TEST, "the installation ISO's ibi needs the agent feature");
+    common::missing(TEST, "the installation ISO's ibi needs the agent feature");
 }
 
 /// Factory phase on a VM. The lab's live ISO stands in for the RHCOS live ISO; `ibi create image`
@@ -1093,7 +1093,7 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
 #[cfg(not(feature = "agent"))]
 #[test]
 fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
-    common::skip(TEST, "the installation ISO's ibi needs the agent feature");
+    common::missing(TEST, "the installation ISO's ibi needs the agent feature");
 }
 
 /// One-shot site install (issue 25) on a VM, driven by `ibi deploy --phase oneshot`: the example
@@ -1176,7 +1176,7 @@ fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
 #[cfg(not(feature = "agent"))]
 #[test]
 fn lca_cli_of_release_4_18_installs_a_vm_from_an_installation_iso_ibi_built() {
-    common::skip(TEST, "the disk checks read it with ibi's agent code");
+    common::missing(TEST, "the disk checks read it with ibi's agent code");
 }
 
 /// Factory phase with `hostAgent: lca` (issue 35) on a VM: the installation ISO `ibi create image`
@@ -1253,7 +1253,7 @@ fn lca_cli_of_release_4_18_installs_a_vm_from_an_installation_iso_ibi_built() {
 #[cfg(not(feature = "agent"))]
 #[test]
 fn lca_cli_of_main_installs_a_one_shot_medium_and_runs_post_sh() {
-    common::skip(TEST, "the disk checks read it with ibi's agent code");
+    common::missing(TEST, "the disk checks read it with ibi's agent code");
 }
 
 /// One-shot with `hostAgent: lca` (issue 35) on a VM: lifecycle-agent's main build (the 5.0 line)

@@ -1,6 +1,6 @@
 //! The bodies of the fuzz targets, one function per target, kept apart from the libFuzzer glue so
 //! the same code runs in two places: under `cargo fuzz run <target>` and, over every input the
-//! fuzzer ever found, in the root crate's `tests/fuzz_regressions.rs` (which includes this file by
+//! fuzzer ever found, in the root crate's `tests/fast/fuzz_regressions.rs` (which includes this file by
 //! path). Each function feeds untrusted bytes to ibi's parsers through their public API and
 //! returns the first error as text; a panic, a hang or a huge allocation is the only failure.
 //! Only `ibi` and std are used here, so the file compiles inside either crate.

@@ -154,7 +154,7 @@ pub struct Env {
 
 impl Env {
     /// Generates the seed, the precache images and the metal image; starts the registry and pushes.
-    /// `None` (with `SKIP` said, or a failure under `CI`) without root or a tool.
+    /// Fails the test ([`crate::common::missing`]) without root or a tool.
     pub fn setup(test: &'static str) -> Option<Env> {
         if !require_tools(test, &TOOLS) || !require_root(test) {
             return None;

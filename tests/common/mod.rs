@@ -1,8 +1,8 @@
 //! What the integration tests share: the prerequisites every test checks the same way (root, tools on
-//! PATH, and skip-or-fail: outside CI a missing prerequisite prints `SKIP <test>: <why>`, under `CI` it
-//! fails the test, since CI installs everything and runs as root), running the built binary on a copy of
-//! the bundled example, and (submodules) a local OCI registry, the host agent's test hosts, the
-//! Redfish BMC stand-ins and a kube-apiserver stand-in.
+//! PATH; a missing one fails the test, naming it: each tier of `tests/run` needs all of its
+//! prerequisites, so nothing is skipped), running the built binary on a copy of the bundled example,
+//! and (submodules) a local OCI registry, the host agent's test hosts, the Redfish BMC stand-ins, a
+//! kube-apiserver stand-in, and what the tests of one file split across tiers share.
 #![allow(dead_code)]
 
 #[cfg(feature = "agent")]
@@ -12,8 +12,30 @@ pub mod kubeapi;
 pub mod lab;
 pub mod registry;
 
+// What the tests of one file split across tiers share (tests/<tier>/<name>.rs).
+pub mod agent_fetch_config;
+pub mod agent_restore_files;
+pub mod batch;
+pub mod config_image;
+pub mod config_image_seed;
+pub mod config_manifest;
+pub mod crash_safety;
+pub mod create_image;
+pub mod deliver_boot;
+pub mod deliver_serve;
+pub mod deliver_watch;
+pub mod deploy_fleet;
+pub mod deploy_trust;
+pub mod hub_manifests;
+pub mod ignition_validate;
+pub mod iso9660_tools;
+pub mod release_base_iso;
+pub mod secrets;
+pub mod seed_fixture_generators;
+pub mod seed_registry;
+pub mod units_verify;
+
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -94,16 +116,13 @@ pub fn assert_ok(out: &Output) {
     );
 }
 
-/// Whether this run is CI's (`CI` set): every prerequisite is then required.
-pub fn in_ci() -> bool {
-    std::env::var_os("CI").is_some()
-}
-
-/// A test that cannot run here: says so on the process's stderr (libtest captures `eprintln!` of passing
-/// tests) outside CI; fails the test under CI.
-pub fn skip(test: &str, reason: &str) {
-    assert!(!in_ci(), "{test}: {reason} (required under CI)");
-    let _ = writeln!(std::io::stderr(), "SKIP {test}: {reason}");
+/// A prerequisite of `test` is missing here: the test fails, naming it. Nothing is skipped: the tier
+/// a test is in (tests/fast, tests/tools, tests/root, tests/lab.rs) says what it needs, and
+/// `tests/run TIER` installs that as root on Debian, or lists what is missing before building.
+pub fn missing(test: &str, reason: &str) {
+    panic!(
+        "{test}: {reason} (`tests/run` installs what each tier needs when run as root on Debian)"
+    );
 }
 
 pub fn is_root() -> bool {
@@ -111,12 +130,12 @@ pub fn is_root() -> bool {
     fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) == 0
 }
 
-/// True as root; otherwise [`skip`]s (loop devices, mounts).
+/// True as root; otherwise fails the test ([`missing`]: loop devices, mounts).
 pub fn require_root(test: &str) -> bool {
     if is_root() {
         return true;
     }
-    skip(test, "needs root for loop devices and mounts");
+    missing(test, "needs root for loop devices and mounts");
     false
 }
 
@@ -128,17 +147,17 @@ pub fn tool_path(name: &str) -> Option<PathBuf> {
     dirs.map(|d| d.join(name)).find(|p| p.is_file())
 }
 
-/// True when every tool is on PATH; otherwise [`skip`]s naming the missing ones.
+/// True when every tool is on PATH; otherwise fails the test ([`missing`]) naming the missing ones.
 pub fn require_tools(test: &str, tools: &[&str]) -> bool {
-    let missing: Vec<&str> = tools
+    let absent: Vec<&str> = tools
         .iter()
         .copied()
         .filter(|t| tool_path(t).is_none())
         .collect();
-    if missing.is_empty() {
+    if absent.is_empty() {
         return true;
     }
-    skip(test, &format!("missing tools: {}", missing.join(", ")));
+    missing(test, &format!("missing tools: {}", absent.join(", ")));
     false
 }
 
@@ -194,7 +213,7 @@ pub fn debian_kubectl(test: &str) -> Option<PathBuf> {
         })
         .filter(|p| p.is_file());
     if path.is_none() {
-        skip(
+        missing(
             test,
             "Debian's kubectl (kubernetes-client) not found: tests/run unpacks it, or set IBI_TEST_KUBECTL",
         );

@@ -35,8 +35,7 @@ fn venv_dir() -> PathBuf {
     }
 }
 
-/// The venv's `sushy-emulator`, made if missing. `None` (with SKIP) outside CI when it cannot be
-/// made; a failure in CI.
+/// The venv's `sushy-emulator`, made if missing; the test fails when it cannot be made.
 pub fn sushy_emulator(test: &str) -> Option<PathBuf> {
     let _once = VENV.lock().unwrap_or_else(|p| p.into_inner());
     let venv = venv_dir();
@@ -47,7 +46,7 @@ pub fn sushy_emulator(test: &str) -> Option<PathBuf> {
     match make_venv(&venv) {
         Ok(()) => Some(bin),
         Err(e) => {
-            crate::common::skip(test, &format!("no sushy-tools venv ({e})"));
+            crate::common::missing(test, &format!("no sushy-tools venv ({e})"));
             None
         }
     }
@@ -412,7 +411,7 @@ fn strip_ansi(text: &str) -> String {
 }
 
 /// The venv's `gunicorn` (sushy-tools' documented WSGI server), installed into the emulator's
-/// venv if missing. `None` (with SKIP) outside CI when it cannot be.
+/// venv if missing; the test fails when it cannot be.
 pub fn gunicorn(test: &str) -> Option<PathBuf> {
     sushy_emulator(test)?;
     let _once = VENV.lock().unwrap_or_else(|p| p.into_inner());
@@ -429,7 +428,7 @@ pub fn gunicorn(test: &str) -> Option<PathBuf> {
     ])) {
         Ok(()) => Some(bin),
         Err(e) => {
-            crate::common::skip(test, &format!("no gunicorn in the venv ({e})"));
+            crate::common::missing(test, &format!("no gunicorn in the venv ({e})"));
             None
         }
     }

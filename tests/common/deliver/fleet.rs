@@ -239,7 +239,7 @@ pub fn report_done_agent(f: &Fleet, i: usize) {
 
 #[cfg(not(feature = "agent"))]
 pub fn report_done_agent(f: &Fleet, i: usize) {
-    crate::common::skip(
+    crate::common::missing(
         "deploy fleet",
         "hostAgent: ibi's reporter needs the agent feature; the host reports as lca",
     );
