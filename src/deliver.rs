@@ -8,7 +8,6 @@
 pub mod boot;
 pub mod deploy;
 pub mod deploy_state;
-pub mod host_result;
 pub mod report_store;
 pub mod serve;
 pub mod status;

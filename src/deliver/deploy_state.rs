@@ -212,15 +212,6 @@ pub fn configured_sites(base: &Path) -> Result<Vec<(String, String)>> {
     Ok(out)
 }
 
-/// Every site's record, by site name; none when deploy never ran. The first damaged record is an
-/// error ([`load_all_checked`] reads past it).
-pub fn load_all(base: &Path) -> Result<Vec<SiteDeployState>> {
-    load_all_checked(base)?
-        .into_iter()
-        .map(|r| r.map_err(|d| anyhow::anyhow!("{}: {}", d.path.display(), d.problem)))
-        .collect()
-}
-
 /// A site's record that could not be read: which site (from the file name), where, and why (never
 /// the file's content).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -303,6 +294,15 @@ fn check_state(path: &Path, site: &str) -> std::result::Result<SiteDeployState, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every site's record, by site name; the first damaged record is an error (what the tests
+    /// compare; ibi itself reads past a damaged record with [`load_all_checked`]).
+    fn load_all(base: &Path) -> Result<Vec<SiteDeployState>> {
+        load_all_checked(base)?
+            .into_iter()
+            .map(|r| r.map_err(|d| anyhow::anyhow!("{}: {}", d.path.display(), d.problem)))
+            .collect()
+    }
 
     fn record(state: RunState, step: &str, t: u64) -> PhaseRecord {
         PhaseRecord {
