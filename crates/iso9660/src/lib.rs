@@ -13,7 +13,7 @@ mod rockridge;
 mod tree;
 mod writer;
 pub use reader::{Entry, IsoReader};
-#[cfg(test)]
+#[cfg(any(test, feature = "test-support"))]
 pub use writer::test_image;
 pub use writer::{IsoBuilder, WriteOptions};
 

@@ -317,8 +317,10 @@ fn continuation_blocks(plan: &Plan<'_>) -> Vec<u8> {
 }
 
 /// A small image labelled `label` holding the directories `dirs` (0755) and the files `files`
-/// (path, contents, mode), for tests that need an image on disk or in a fake device.
-#[cfg(test)]
+/// (path, contents, mode), for tests that need an image on disk or in a fake device (feature
+/// `test-support`, for the tests of the crates above).
+#[cfg(any(test, feature = "test-support"))]
+#[allow(clippy::unwrap_used)] // test support: a fixture that cannot be built is the test's failure
 pub fn test_image(label: &str, dirs: &[&str], files: &[(&str, &[u8], u32)]) -> Vec<u8> {
     let mut b = IsoBuilder::new();
     for d in dirs {

@@ -2,7 +2,7 @@
 //! random, mutated, looping images) that must end in errors rather than panics or hangs.
 
 use super::*;
-use crate::iso9660::{IsoBuilder, WriteOptions};
+use crate::{IsoBuilder, WriteOptions};
 use std::io::Cursor;
 
 const TS: i64 = 1_700_000_000;
