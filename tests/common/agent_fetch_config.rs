@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/agent_fetch_config.rs, tests/root/agent_fetch_config.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/agent_fetch_config.rs and tests/root/agent_fetch_config.rs share:
+//! one file of tests, split by what each test needs (docs/architecture.md, "Tests").
 
 #![cfg(feature = "agent")]
 use crate::common;

@@ -1,4 +1,6 @@
-//! What the tests of tests/fast/agent_restore_files.rs, tests/root/agent_restore_files.rs, tests/tools/agent_restore_files.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/agent_restore_files.rs, tests/root/agent_restore_files.rs and
+//! tests/tools/agent_restore_files.rs share: one file of tests, split by what each test needs
+//! (docs/architecture.md, "Tests").
 
 #![cfg(feature = "agent")]
 use flate2::Compression;

@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/batch.rs, tests/tools/batch.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/batch.rs and tests/tools/batch.rs share: one file of tests, split
+//! by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common::*;
 use ibi::iso9660::IsoReader;

@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/config_image.rs, tests/tools/config_image.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/config_image.rs and tests/tools/config_image.rs share: one file of
+//! tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use ibi::iso9660::IsoReader;
 use serde_json::Value;

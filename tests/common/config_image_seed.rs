@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/config_image_seed.rs, tests/tools/config_image_seed.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/config_image_seed.rs and tests/tools/config_image_seed.rs share:
+//! one file of tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common::*;
 use std::fs;

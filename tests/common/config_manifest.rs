@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/config_manifest.rs, tests/tools/config_manifest.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/config_manifest.rs and tests/tools/config_manifest.rs share: one
+//! file of tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common::*;
 use ibi::iso9660::IsoReader;

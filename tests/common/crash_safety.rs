@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/crash_safety.rs, tests/root/crash_safety.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/crash_safety.rs and tests/root/crash_safety.rs share: one file of
+//! tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common;
 use crate::common::*;

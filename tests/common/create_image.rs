@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/create_image.rs, tests/tools/create_image.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/create_image.rs and tests/tools/create_image.rs share: one file of
+//! tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common::registry::fixture_seed;
 use crate::common::*;

@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/deliver_boot.rs, tests/tools/deliver_boot.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/deliver_boot.rs and tests/tools/deliver_boot.rs share: one file of
+//! tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common::deliver::emulator::{self, Emulator};
 use crate::common::deliver::*;

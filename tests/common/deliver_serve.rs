@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/deliver_serve.rs, tests/tools/deliver_serve.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/deliver_serve.rs and tests/tools/deliver_serve.rs share: one file
+//! of tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common::deliver::*;
 use std::path::Path;

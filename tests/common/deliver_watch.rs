@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/deliver_watch.rs, tests/tools/deliver_watch.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/deliver_watch.rs and tests/tools/deliver_watch.rs share: one file
+//! of tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common::kubeapi::BuiltSite;
 use crate::common::*;

@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/deploy_fleet.rs, tests/tools/deploy_fleet.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/deploy_fleet.rs and tests/tools/deploy_fleet.rs share: one file of
+//! tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common::deliver::emulator::{Emulator, free_port};
 use crate::common::deliver::fleet::{

@@ -1,4 +1,5 @@
-//! What the tests of tests/root/deploy_trust.rs, tests/tools/deploy_trust.rs share (one file split by what each test needs).
+//! What the tests of tests/root/deploy_trust.rs and tests/tools/deploy_trust.rs share: one file of
+//! tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common;
 use crate::common::deliver::emulator::sushy_emulator;

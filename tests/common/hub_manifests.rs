@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/hub_manifests.rs, tests/tools/hub_manifests.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/hub_manifests.rs and tests/tools/hub_manifests.rs share: one file
+//! of tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common::*;
 use serde_json::{Value, json};

@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/ignition_validate.rs, tests/tools/ignition_validate.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/ignition_validate.rs and tests/tools/ignition_validate.rs share:
+//! one file of tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common;
 use ibi::config::{ImageDigestSource, Proxy};

@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/release_base_iso.rs, tests/tools/release_base_iso.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/release_base_iso.rs and tests/tools/release_base_iso.rs share: one
+//! file of tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common;
 use crate::common::*;

@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/secrets.rs, tests/tools/secrets.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/secrets.rs and tests/tools/secrets.rs share: one file of tests,
+//! split by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common::*;
 use serde_json::Value;

@@ -1,4 +1,6 @@
-//! What the tests of tests/root/seed_fixture_generators.rs, tests/tools/seed_fixture_generators.rs share (one file split by what each test needs).
+//! What the tests of tests/root/seed_fixture_generators.rs and
+//! tests/tools/seed_fixture_generators.rs share: one file of tests, split by what each test needs
+//! (docs/architecture.md, "Tests").
 
 #![cfg(feature = "agent")]
 use ibi::agent::disk::{LoopDevice, find_partition_by_label};

@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/seed_registry.rs, tests/tools/seed_registry.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/seed_registry.rs and tests/tools/seed_registry.rs share: one file
+//! of tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use crate::common::registry::{TestRegistry, make_seed};
 use ibi::seed::registry::RegistryOptions;

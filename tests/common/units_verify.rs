@@ -1,4 +1,5 @@
-//! What the tests of tests/fast/units_verify.rs, tests/tools/units_verify.rs share (one file split by what each test needs).
+//! What the tests of tests/fast/units_verify.rs and tests/tools/units_verify.rs share: one file of
+//! tests, split by what each test needs (docs/architecture.md, "Tests").
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

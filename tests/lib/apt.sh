@@ -9,10 +9,13 @@ apt_get() {
     local wait=${IBI_APT_LOCK_WAIT:-900} start=$SECONDS said=false log rc
     log=$(mktemp)
     while :; do
-        rc=0
         # DPkg::Lock::Timeout makes apt wait for the dpkg frontend lock itself; the loop covers the
-        # lists lock (apt-get update), which it does not wait for.
-        apt-get -o "DPkg::Lock::Timeout=$wait" "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
+        # lists lock (apt-get update), which it does not wait for. apt-get's own status, with or
+        # without the caller's pipefail, and without tripping its errexit.
+        local status=()
+        apt-get -o "DPkg::Lock::Timeout=$wait" "$@" 2>&1 | tee "$log" &&
+            status=("${PIPESTATUS[@]}") || status=("${PIPESTATUS[@]}")
+        rc=${status[0]}
         [ "$rc" = 0 ] && break
         if ! grep -qE 'Could not get lock|Unable to acquire the dpkg frontend lock|Unable to lock directory' "$log" ||
             [ $((SECONDS - start)) -ge "$wait" ]; then
