@@ -20,7 +20,7 @@ use tracing::{debug, info};
 
 use crate::redfish::system::{self, ENABLED_ONCE, Patience, Power, System, TARGET_CD};
 use crate::redfish::vmedia::{self, Slot};
-use crate::redfish::{Client, ClientOptions, RedfishError};
+use crate::redfish::{Client, ClientOptions, PowerState, RedfishError};
 use crate::util::secret::Secret;
 use crate::util::text::{clip, escape_control};
 
@@ -101,8 +101,8 @@ pub enum BootEvent {
 /// downcasting, learn whether the host may be running.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PowerLeft {
-    /// The BMC's `PowerState` after the failure, clipped and escaped.
-    pub state: Option<String>,
+    /// The BMC's `PowerState` after the failure (shown clipped and escaped).
+    pub state: Option<PowerState>,
     /// How far the boot got.
     pub stage: Stage,
 }
@@ -120,9 +120,9 @@ pub enum Stage {
 
 impl fmt::Display for PowerLeft {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.state.as_deref(), self.stage) {
-            (Some("Off"), _) => f.write_str("the host was left powered off"),
-            (Some("On"), _) => f.write_str("the host was left powered on"),
+        match (self.state.as_ref(), self.stage) {
+            (Some(PowerState::Off), _) => f.write_str("the host was left powered off"),
+            (Some(PowerState::On), _) => f.write_str("the host was left powered on"),
             (Some(s), _) => write!(f, "the host was left in power state {s}"),
             (None, Stage::PoweringOff) => {
                 f.write_str("the host's power state could not be read: it may be on or off")
@@ -370,7 +370,7 @@ pub const CD_CONTINUOUS: &str = "override to the virtual CD, kept continuous by 
 /// One bounded look at the power after a failed boot step.
 fn power_left(c: &mut Client, sys: &System, stage: Stage) -> PowerLeft {
     let state = match system::power_state_once(c, sys, POWER_LOOK_TIMEOUT) {
-        Ok(s) => Some(bmc_word(&s)),
+        Ok(s) => Some(s),
         Err(e) => {
             debug!("reading the power state after the failure: {e:#}");
             None
@@ -401,7 +401,7 @@ fn look(sys: &System, slots: &[Slot], report: &mut Report) {
         }
         _ => "no override".to_string(),
     };
-    report.power = bmc_word(sys.data.power_state.as_deref().unwrap_or("unknown"));
+    report.power = PowerState::shown(sys.data.power_state.as_ref());
 }
 
 /// A BMC's word as it may be shown: bounded, control characters escaped.
@@ -463,7 +463,7 @@ fn eject(
         Some(done) => format!("CD override replaced: {done}"),
         None => "no CD override was set".into(),
     };
-    report.power = system::power_state(c, &sys)?;
+    report.power = PowerState::shown(system::power_state(c, &sys)?.as_ref());
     Ok(())
 }
 
@@ -527,7 +527,7 @@ mod tests {
     fn the_power_left_is_said_as_read_or_as_far_as_the_boot_got() {
         let left = |state: Option<&str>, stage| {
             PowerLeft {
-                state: state.map(str::to_string),
+                state: state.map(|s: &str| PowerState::from(s.to_string())),
                 stage,
             }
             .to_string()

@@ -1,9 +1,63 @@
 //! The few Redfish resources ibi reads, decoded leniently: BMCs omit optional properties freely,
 //! so everything but the links that make a resource what it is is an `Option`.
 
+use std::fmt;
+
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+use crate::util::text::{clip, escape_control};
+
+/// How much of a `PowerState` the schema does not name is kept for a message.
+const MAX_OTHER_STATE: usize = 40;
+
+/// A system's `PowerState` (Redfish `Resource.PowerState`): the values the schema names, or what
+/// else a BMC said, kept for the message. Shown (`Display`) bounded and with control characters
+/// escaped: it is the BMC's text.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(from = "String")]
+pub enum PowerState {
+    On,
+    Off,
+    PoweringOn,
+    PoweringOff,
+    Paused,
+    Other(String),
+}
+
+impl PowerState {
+    /// The state as a message shows it; `unknown` when the BMC showed none.
+    pub fn shown(state: Option<&PowerState>) -> String {
+        state.map_or_else(|| "unknown".to_string(), PowerState::to_string)
+    }
+}
+
+impl From<String> for PowerState {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "On" => PowerState::On,
+            "Off" => PowerState::Off,
+            "PoweringOn" => PowerState::PoweringOn,
+            "PoweringOff" => PowerState::PoweringOff,
+            "Paused" => PowerState::Paused,
+            _ => PowerState::Other(s),
+        }
+    }
+}
+
+impl fmt::Display for PowerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PowerState::On => "On",
+            PowerState::Off => "Off",
+            PowerState::PoweringOn => "PoweringOn",
+            PowerState::PoweringOff => "PoweringOff",
+            PowerState::Paused => "Paused",
+            PowerState::Other(s) => return f.write_str(&escape_control(&clip(s, MAX_OTHER_STATE))),
+        })
+    }
+}
 
 /// A navigation property: `{"@odata.id": "/redfish/v1/…"}`.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -72,7 +126,7 @@ pub struct ComputerSystem {
     pub odata_id: String,
     #[serde(default)]
     pub id: String,
-    pub power_state: Option<String>,
+    pub power_state: Option<PowerState>,
     /// The SMBIOS system UUID, which the host's OS sees as its DMI product UUID.
     #[serde(rename = "UUID")]
     pub uuid: Option<String>,
@@ -131,10 +185,36 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_power_state_outside_the_schema_is_kept_and_shown_as_text() {
+        let v = json!({"@odata.id": "/redfish/v1/Systems/1", "PowerState": "On\u{1b}]0;x\u{7}"});
+        let s: ComputerSystem = decode(&v, "ComputerSystem").unwrap();
+        let state = s.power_state.unwrap();
+        assert_eq!(state, PowerState::Other("On\u{1b}]0;x\u{7}".into()));
+        assert_eq!(state.to_string(), "On\\x1b]0;x\\x07");
+        assert_eq!(
+            PowerState::from("x".repeat(100))
+                .to_string()
+                .chars()
+                .count(),
+            41
+        );
+        for (word, state) in [
+            ("On", PowerState::On),
+            ("Off", PowerState::Off),
+            ("PoweringOn", PowerState::PoweringOn),
+            ("PoweringOff", PowerState::PoweringOff),
+            ("Paused", PowerState::Paused),
+        ] {
+            assert_eq!(PowerState::from(word.to_string()), state);
+            assert_eq!(state.to_string(), word);
+        }
+    }
+
+    #[test]
     fn a_minimal_system_decodes() {
         let v = json!({"@odata.id": "/redfish/v1/Systems/1", "PowerState": "On"});
         let s: ComputerSystem = decode(&v, "ComputerSystem").unwrap();
-        assert_eq!(s.power_state.as_deref(), Some("On"));
+        assert_eq!(s.power_state, Some(PowerState::On));
         assert!(s.virtual_media.is_none() && s.links.managed_by.is_empty());
     }
 

@@ -12,7 +12,7 @@ use tracing::{debug, info};
 
 use super::client::Client;
 use super::error::RedfishError;
-use super::model::{Collection, ComputerSystem, ServiceRoot, decode, is_system};
+use super::model::{Collection, ComputerSystem, PowerState, ServiceRoot, decode, is_system};
 
 /// The boot-override values used here (DSP0268 ComputerSystem.Boot).
 pub const TARGET_CD: &str = "Cd";
@@ -73,6 +73,14 @@ impl Power {
             Power::On => "On",
             Power::Off => "Off",
         }
+    }
+
+    /// Whether the system is in this state.
+    pub fn is(self, state: Option<&PowerState>) -> bool {
+        matches!(
+            (self, state),
+            (Power::On, Some(PowerState::On)) | (Power::Off, Some(PowerState::Off))
+        )
     }
 
     /// Reset types that reach this state, best first.
@@ -163,15 +171,13 @@ pub fn read_system(c: &mut Client, path: &str) -> Result<System> {
     })
 }
 
-pub fn power_state(c: &mut Client, sys: &System) -> Result<String> {
-    Ok(read_system(c, &sys.path)?
-        .data
-        .power_state
-        .unwrap_or_else(|| "unknown".into()))
+/// The system's `PowerState` as read now; `None` when the BMC shows none.
+pub fn power_state(c: &mut Client, sys: &System) -> Result<Option<PowerState>> {
+    Ok(read_system(c, &sys.path)?.data.power_state)
 }
 
 /// One bounded read of `PowerState`, without retries: a look on the way out of a failure.
-pub fn power_state_once(c: &mut Client, sys: &System, timeout: Duration) -> Result<String> {
+pub fn power_state_once(c: &mut Client, sys: &System, timeout: Duration) -> Result<PowerState> {
     let reply = c.get_once(&sys.path, timeout)?;
     let data: ComputerSystem = decode(&reply.body, "ComputerSystem")
         .map_err(|e| anyhow!("BMC {}: GET {}: {e}", c.origin(), sys.path))?;
@@ -182,7 +188,7 @@ pub fn power_state_once(c: &mut Client, sys: &System, timeout: Duration) -> Resu
 /// Asks for `want` unless the system is there already, retrying a 409 (iDRAC10 refuses power-on
 /// for up to a minute after power-off).
 pub fn reset(c: &mut Client, sys: &System, want: Power, patience: &Patience) -> Result<()> {
-    if power_state(c, sys)? == want.as_str() {
+    if want.is(power_state(c, sys)?.as_ref()) {
         debug!("power already {}", want.as_str());
         return Ok(());
     }
@@ -236,14 +242,15 @@ pub fn wait_power(
 ) -> Result<()> {
     loop {
         let now = power_state(c, sys)?;
-        if now == want.as_str() {
+        if want.is(now.as_ref()) {
             return Ok(());
         }
         if Instant::now() >= deadline {
             bail!(
-                "BMC {}: {} is still {now} (waited for {})",
+                "BMC {}: {} is still {} (waited for {})",
                 c.origin(),
                 sys.path,
+                PowerState::shown(now.as_ref()),
                 want.as_str()
             );
         }

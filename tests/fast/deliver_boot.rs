@@ -145,3 +145,43 @@ fn boot_finds_virtual_media_under_the_manager_idrac_layout() {
     assert!(pos("EjectMedia") < pos("InsertMedia"));
     assert!(pos("InsertMedia") < pos("PATCH /redfish/v1/Systems"));
 }
+
+/// What a BMC says of its power is its text: after an eject it is shown bounded and with control
+/// characters escaped, as after every other job (the stand-in's `PowerState` carries a terminal
+/// title sequence and 200 more characters; before the typed power state the eject showed them all).
+#[test]
+fn eject_shows_a_bmcs_power_state_as_text() {
+    let dir = images();
+    let bmc = StandIn::start();
+    bmc.state.lock().expect("state").power = format!("On\u{1b}]0;pwned\u{7}{}", "x".repeat(200));
+    let pw = dir.path().join("bmc-password");
+    std::fs::write(&pw, standin::PASSWORD).expect("write");
+    let out = ibi_env(
+        &[
+            "boot",
+            "--eject",
+            "--bmc",
+            &format!("{}/redfish/v1/Systems", bmc.url),
+            "--bmc-user",
+            standin::USER,
+            "--bmc-password-file",
+            pw.to_str().expect("utf-8"),
+            "--timeout",
+            "60",
+        ],
+        &[],
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "{t}\n{:?}", bmc.seen().calls);
+    assert!(!t.contains('\u{1b}') && !t.contains('\u{7}'), "{t:?}");
+    assert!(t.contains("On\\x1b]0;pwned\\x07"), "{t}");
+    // Bounded: 40 characters of the BMC's word and `…`, as after the other jobs.
+    let power = t
+        .lines()
+        .find(|l| l.starts_with("power "))
+        .expect("a power line");
+    assert!(
+        power.ends_with("x…") && power.chars().count() < 70,
+        "{power}"
+    );
+}

@@ -40,8 +40,8 @@ use crate::deliver::report_store::{StoredReport, Tail};
 use crate::deliver::serve::Running;
 use crate::deliver::verdict;
 use crate::deliver::watch::Watcher;
-use crate::redfish::Client;
 use crate::redfish::system::{self, Patience};
+use crate::redfish::{Client, PowerState};
 use crate::util::secret::Secret;
 use crate::util::text::escape_control;
 
@@ -108,7 +108,7 @@ enum Msg {
     Booted(usize, Record, Result<boot::Report>, u64),
     Ejected(usize, Record, Result<()>),
     DiskBooted(usize, Record, Result<boot::Report>),
-    Power(usize, Result<String>),
+    Power(usize, Result<Option<PowerState>>),
     Looked(usize, Box<Watcher>, Result<bool>),
     /// A job panicked: which pool ran it, the site, what the job was, the panic's message.
     Panicked(Worker, usize, &'static str, String),
@@ -806,7 +806,7 @@ impl<'a, 't> Engine<'a, 't> {
                 self.bmc.done();
                 self.sites[i].busy = false;
                 match result {
-                    Ok(p) if p == "Off" => {
+                    Ok(Some(PowerState::Off)) => {
                         self.progress
                             .line(&self.sites[i].t.name, "the host powered off");
                         self.host_done(i);
@@ -1050,7 +1050,7 @@ fn request(bmc: &Bmc, job: Job, o: &DeployOptions) -> BootRequest {
 }
 
 /// The System's `PowerState`.
-fn power(bmc: &Bmc, system_path: &str) -> Result<String> {
+fn power(bmc: &Bmc, system_path: &str) -> Result<Option<PowerState>> {
     let mut c = Client::new(&bmc.url, bmc.client.clone())?;
     let sys = system::read_system(&mut c, system_path)?;
     let state = system::power_state(&mut c, &sys);
