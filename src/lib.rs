@@ -23,7 +23,7 @@ pub mod config_image;
 pub mod contract;
 pub mod deliver;
 pub mod hub;
-pub mod ignition;
+pub use ignition;
 pub use image_ref;
 pub mod install_image;
 pub use iso9660;

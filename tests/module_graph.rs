@@ -23,7 +23,7 @@ const FLOORS: &[&[&str]] = &[
     &["config"],
     &["contract"],
     &["live_iso", "redfish", "kubeapi"],
-    // iso9660 and image_ref are crates of their own (crates/), re-exported under these names.
+    // iso9660, ignition and image_ref are crates of their own (crates/), re-exported under these names.
     &["iso9660", "ignition", "image_ref"],
     &["util"],
 ];
