@@ -7,7 +7,8 @@
 //! with the pull secret, retried every 10 s until the registry answers, podman cp, podman rm); then the
 //! unit relabels the binary and runs it. The per-ISO values (the image, the proxy) travel in an
 //! Ignition drop-in of that unit, so the unit file stays one static text that `systemd-analyze verify`
-//! checks in `tests/{fast,tools}/units_verify.rs`. Every other file and unit is the lca variant's, byte for byte.
+//! checks in `tests/tools/units_verify.rs`. Every other file and unit is the lca variant's, byte
+//! for byte.
 
 use anyhow::Result;
 use serde_json::json;
@@ -18,7 +19,7 @@ use crate::ignition::types::Unit;
 
 /// The live-ISO unit that fetches and runs `ibi agent install`; always enabled in this variant.
 pub const IBI_AGENT_UNIT: &str = "ibi-agent-install.service";
-/// Its text, shared with `tests/{fast,tools}/units_verify.rs` (one copy, in `units/`).
+/// Its text, shared with the tests of `units_verify.rs` (one copy, in `units/`).
 pub const IBI_AGENT_SERVICE: &str = include_str!("../../../units/ibi-agent-install.service");
 /// The first `ExecStartPre=` of [`IBI_AGENT_SERVICE`]; mode 0555 (the installer's rule for `bin/`).
 pub const FETCH_IBI_SCRIPT_PATH: &str = "/usr/local/bin/fetch-ibi.sh";

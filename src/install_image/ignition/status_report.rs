@@ -30,7 +30,7 @@ pub const REPORT_START_UNIT: &str = "ibi-report-start.service";
 pub const REPORT_DONE_UNIT: &str = "ibi-report-done.service";
 /// Reports `failed` with the journal; started by the install unit's `OnFailure=`.
 pub const REPORT_FAILED_UNIT: &str = "ibi-report-failed.service";
-/// The texts of the three units, shared with `tests/{fast,tools}/units_verify.rs` (one copy, in `units/`).
+/// The texts of the three units, shared with the tests of `units_verify.rs` (one copy, in `units/`).
 pub const REPORT_START_SERVICE: &str = include_str!("../../../units/ibi-report-start.service");
 pub const REPORT_DONE_SERVICE: &str = include_str!("../../../units/ibi-report-done.service");
 pub const REPORT_FAILED_SERVICE: &str = include_str!("../../../units/ibi-report-failed.service");
