@@ -17,11 +17,12 @@ mod progress;
 mod record;
 mod run;
 mod signals;
+mod step;
 mod summary;
 mod tokens;
 
 pub use plan::{DeployOptions, Timeouts};
 pub use preflight::{Checked, Finding};
-pub use record::{STEP_BOOT_DISK, STEP_WAIT_REPORT};
 pub use run::{Deployed, LOCK_FILE, Refused, check, deploy};
+pub use step::{Failure, Step};
 pub use summary::{Ending, SiteOutcome, table};

@@ -108,6 +108,24 @@ pub struct PhaseRecord {
     pub shipped: Option<Expected>,
 }
 
+impl PhaseRecord {
+    /// A phase begun at `at` (running, at `step`), nothing else known yet.
+    pub fn begun(step: &str, at: u64) -> PhaseRecord {
+        PhaseRecord {
+            state: RunState::Running,
+            step: step.into(),
+            started: at,
+            updated: at,
+            finished: None,
+            error: None,
+            bytes_served: 0,
+            booted: None,
+            disk_booted: None,
+            shipped: None,
+        }
+    }
+}
+
 /// One site's file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -307,15 +325,7 @@ mod tests {
     fn record(state: RunState, step: &str, t: u64) -> PhaseRecord {
         PhaseRecord {
             state,
-            step: step.into(),
-            started: t,
-            updated: t,
-            finished: None,
-            error: None,
-            bytes_served: 0,
-            booted: None,
-            disk_booted: None,
-            shipped: None,
+            ..PhaseRecord::begun(step, t)
         }
     }
 

@@ -26,10 +26,9 @@ use anyhow::{Context, Result, anyhow};
 use super::plan::{Bmc, DeployOptions, HostSignals, Target};
 use super::pool::Pool;
 use super::progress::Progress;
-use super::record::{
-    Record, Resume, STEP_BOOT, STEP_BOOT_DISK, STEP_EJECT, STEP_WAIT_REPORT, STEP_WATCH,
-};
+use super::record::Record;
 use super::signals::Signals;
+use super::step::{self, Action, Event, Failure, HostFailed, Resume, Step};
 use super::summary::{Ending, SiteOutcome};
 use crate::config_image::marker;
 use crate::contract::agent_status::RunState;
@@ -62,16 +61,11 @@ pub struct Ctx<'a> {
     pub interrupt: Arc<Signals>,
 }
 
+/// Where a site is in this run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
-    Boot,
-    /// The phase's first wait: the host (factory, one-shot) or the cluster (site).
-    Wait,
-    Eject,
-    /// One-shot: the host installed; its disk is booted next.
-    BootDisk,
-    /// One-shot: the disk booted; the cluster is watched.
-    Watch,
+    /// At this step of its phase's table: its job queued or under way, or its wait.
+    At(Step),
     Finished,
 }
 
@@ -104,14 +98,22 @@ struct Site<'t> {
 }
 
 enum Msg {
-    /// With the byte count the job recorded up to.
-    Booted(usize, Record, Result<boot::Report>, u64),
-    Ejected(usize, Record, Result<()>),
-    DiskBooted(usize, Record, Result<boot::Report>),
+    /// The BMC job of the site's step ended.
+    Job(Box<JobEnd>),
     Power(usize, Result<Option<PowerState>>),
     Looked(usize, Box<Watcher>, Result<bool>),
     /// A job panicked: which pool ran it, the site, what the job was, the panic's message.
     Panicked(Worker, usize, &'static str, String),
+}
+
+/// A BMC job's end: the site, its step, the record the job held, what the job returned; the
+/// boot's also with the byte count it recorded up to.
+struct JobEnd {
+    i: usize,
+    at: Step,
+    rec: Record,
+    result: Result<boot::Report>,
+    seen: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -176,7 +178,9 @@ impl<'a, 't> Engine<'a, 't> {
         for t in targets {
             let site = e.start_site(t, failed.get(&t.name));
             e.sites.push(site);
-            if matches!(e.sites[e.sites.len() - 1].stage, Stage::Wait | Stage::Watch) {
+            if let Stage::At(at) = e.sites[e.sites.len() - 1].stage
+                && at.job().is_none()
+            {
                 e.enter_wait(e.sites.len() - 1);
             }
         }
@@ -279,7 +283,7 @@ impl<'a, 't> Engine<'a, 't> {
             .map(|s| {
                 let state = Record::open(&o.base, &s.t.name, o.phase, &s.t.address)
                     .map_or("its record cannot be read: check the host", |r| {
-                        left_as(r.resume(false))
+                        step::left_as(o.phase, r.resume(false))
                     });
                 format!("{} ({} cut: {state})", escape_control(&s.t.name), s.job)
             })
@@ -323,7 +327,7 @@ impl<'a, 't> Engine<'a, 't> {
             Ok(r) => r,
             Err(e) => {
                 self.progress.failed(&t.name, &e);
-                site.ending = Some(Ending::Failed(e));
+                site.ending = Some(Ending::Failed(Failure::Record(e)));
                 return site;
             }
         };
@@ -339,15 +343,15 @@ impl<'a, 't> Engine<'a, 't> {
             );
         }
         let resume = if redo {
-            Resume::Boot
+            Resume::At(Step::Boot)
         } else {
             rec.resume(self.heard_since(&t.name, &rec))
         };
         if let Err(e) = &t.bmc
             && resume != Resume::Done
         {
-            let e = unsaved(e.clone(), record_failure(&mut rec, e));
-            self.progress.failed(&t.name, &e);
+            let e = unsaved(Failure::Setup(e.clone()), record_failure(&mut rec, e));
+            self.progress.failed(&t.name, &e.to_string());
             site.ending = Some(Ending::Failed(e));
             return site;
         }
@@ -358,38 +362,12 @@ impl<'a, 't> Engine<'a, 't> {
                 site.ending = Some(Ending::DoneEarlier);
                 Ok(Stage::Finished)
             }
-            Resume::Boot => rec.begin().map(|()| Stage::Boot),
-            Resume::Wait => {
-                let step = wait_step(o.phase);
-                self.progress.line(
-                    &t.name,
-                    &format!("{step}: resumed (the host was booted for this phase earlier; it is not booted again)"),
-                );
+            Resume::At(Step::Boot) => rec.begin().map(|()| Stage::At(Step::Boot)),
+            Resume::At(at) => {
+                self.progress.line(&t.name, &step::resumed(o.phase, at));
                 rec.reopen()
-                    .and_then(|()| rec.step(step))
-                    .map(|()| Stage::Wait)
-            }
-            Resume::Eject => {
-                self.progress.line(&t.name, "eject: resumed");
-                rec.reopen().map(|()| Stage::Eject)
-            }
-            Resume::BootDisk => {
-                self.progress.line(
-                    &t.name,
-                    "boot-disk: resumed (the host installed earlier; it is not installed again)",
-                );
-                rec.reopen()
-                    .and_then(|()| rec.step(STEP_BOOT_DISK))
-                    .map(|()| Stage::BootDisk)
-            }
-            Resume::Watch => {
-                self.progress.line(
-                    &t.name,
-                    "watch: resumed (the disk was booted earlier; it is not booted again)",
-                );
-                rec.reopen()
-                    .and_then(|()| rec.step(STEP_WATCH))
-                    .map(|()| Stage::Watch)
+                    .and_then(|()| rec.step(at))
+                    .map(|()| Stage::At(at))
             }
         };
         match begun {
@@ -397,7 +375,7 @@ impl<'a, 't> Engine<'a, 't> {
             Err(e) => {
                 let e = format!("recording the site: {e:#}");
                 self.progress.failed(&t.name, &e);
-                site.ending = Some(Ending::Failed(e));
+                site.ending = Some(Ending::Failed(Failure::Record(e)));
             }
         }
         site.rec = Some(rec);
@@ -421,42 +399,38 @@ impl<'a, 't> Engine<'a, 't> {
             self.next_read = now + self.ctx.opts.timeouts.poll;
         }
         for i in 0..self.sites.len() {
+            if self.sites[i].busy {
+                continue;
+            }
             match self.sites[i].stage {
-                Stage::Eject if !self.sites[i].busy && self.bmc.has_room() => self.start_eject(i),
-                Stage::BootDisk if !self.sites[i].busy && self.bmc.has_room() => {
-                    self.start_boot_disk(i)
-                }
-                Stage::Wait | Stage::Watch if !self.sites[i].busy => self.judge_wait(i, now),
-                _ => {}
+                Stage::At(Step::Boot) | Stage::Finished => {}
+                Stage::At(Step::Eject) if self.bmc.has_room() => self.start_eject(i),
+                Stage::At(Step::BootDisk) if self.bmc.has_room() => self.start_boot_disk(i),
+                Stage::At(at) if at.job().is_none() => self.judge_wait(i, now),
+                Stage::At(_) => {}
             }
         }
         // Boots last: the hosts already started finish first.
         for i in 0..self.sites.len() {
-            if self.sites[i].stage == Stage::Boot && !self.sites[i].busy && self.bmc.has_room() {
+            if self.sites[i].stage == Stage::At(Step::Boot)
+                && !self.sites[i].busy
+                && self.bmc.has_room()
+            {
                 self.start_boot(i);
             }
         }
         self.progress.counts(&self.counts());
     }
 
+    /// How many sites are at each step of the phase's table, then done and failed.
     fn counts(&self) -> Vec<(&'static str, usize)> {
-        let wait = wait_step(self.ctx.opts.phase);
-        // The one-shot's third and fourth columns are its disk boot and its watch; the others'
-        // third is their eject.
-        let (third, fourth) = match self.ctx.opts.phase {
-            Phase::Oneshot => (STEP_BOOT_DISK, Some(STEP_WATCH)),
-            _ => (STEP_EJECT, None),
-        };
-        let mut c = vec![(STEP_BOOT, 0), (wait, 0), (third, 0)];
-        c.extend(fourth.map(|f| (f, 0)));
+        let table = step::steps(self.ctx.opts.phase);
+        let mut c: Vec<(&'static str, usize)> = table.iter().map(|s| (s.name(), 0)).collect();
         c.extend([("done", 0), ("failed", 0)]);
         let n = c.len();
         for s in &self.sites {
             let k = match (s.stage, &s.ending) {
-                (Stage::Boot, _) => 0,
-                (Stage::Wait, _) => 1,
-                (Stage::Eject | Stage::BootDisk, _) => 2,
-                (Stage::Watch, _) => 3,
+                (Stage::At(at), _) => table.iter().position(|x| *x == at).unwrap_or(0),
                 (Stage::Finished, Some(Ending::Failed(_))) => n - 1,
                 (Stage::Finished, _) => n - 2,
             };
@@ -529,7 +503,7 @@ impl<'a, 't> Engine<'a, 't> {
             Ok(u) => u,
             Err(e) => {
                 self.sites[i].rec = Some(rec);
-                return self.finish(i, Err(format!("{e:#}")));
+                return self.finish(i, Err(Failure::Setup(format!("{e:#}"))));
             }
         };
         // What the medium carries, saved before the boot: the watch judges the cluster by it.
@@ -538,7 +512,7 @@ impl<'a, 't> Engine<'a, 't> {
                 marker::read_expected(&t.dir.join(ISO_FILE_NAME)).and_then(|e| rec.ship(e));
             if let Err(e) = shipped {
                 self.sites[i].rec = Some(rec);
-                return self.finish(i, Err(format!("{e:#}")));
+                return self.finish(i, Err(Failure::Setup(format!("{e:#}"))));
             }
         }
         let from = match o.phase {
@@ -554,32 +528,25 @@ impl<'a, 't> Engine<'a, 't> {
             },
             o,
         );
-        let tx = self.tx.clone();
         let counter = self.ctx.server.counter(&t.alias.name);
         let mut seen = self.sites[i].sent_seen;
-        self.sites[i].busy = true;
-        let panicked = on_panic(&tx, Worker::Bmc, i, "boot");
-        self.sites[i].job = "boot";
-        self.bmc.run(
-            move || {
-                // Saved before the job goes on: the System before anything changes, the bytes once the
-                // BMC has the image, `booted` before the power-on request (a failed save stops the job
-                // there), so a deploy killed at any point knows what was done.
-                let result = boot::run_observed(&req, &mut |ev| match ev {
-                    BootEvent::Found { system, uuid } => rec.system(&system, uuid),
-                    BootEvent::Inserted { .. } => {
-                        let now = counter.as_ref().map_or(seen, |c| c.load(Ordering::Relaxed));
-                        rec.add_bytes(now.saturating_sub(seen))?;
-                        seen = now;
-                        Ok(())
-                    }
-                    BootEvent::PoweringOn => rec.mark_booted(),
-                    BootEvent::PoweredOff | BootEvent::PoweredOn => Ok(()),
-                });
-                let _ = tx.send(Msg::Booted(i, rec, result, seen));
-            },
-            panicked,
-        );
+        self.spawn_job(i, Step::Boot, rec, move |rec| {
+            // Saved before the job goes on: the System before anything changes, the bytes once the
+            // BMC has the image, `booted` before the power-on request (a failed save stops the job
+            // there), so a deploy killed at any point knows what was done.
+            let result = boot::run_observed(&req, &mut |ev| match ev {
+                BootEvent::Found { system, uuid } => rec.system(&system, uuid),
+                BootEvent::Inserted { .. } => {
+                    let now = counter.as_ref().map_or(seen, |c| c.load(Ordering::Relaxed));
+                    rec.add_bytes(now.saturating_sub(seen))?;
+                    seen = now;
+                    Ok(())
+                }
+                BootEvent::PoweringOn => rec.mark_booted(),
+                BootEvent::PoweredOff | BootEvent::PoweredOn => Ok(()),
+            });
+            (result, Some(seen))
+        });
     }
 
     fn start_eject(&mut self, i: usize) {
@@ -589,39 +556,52 @@ impl<'a, 't> Engine<'a, 't> {
             return;
         };
         let req = request(bmc, Job::Eject, o);
-        let tx = self.tx.clone();
-        self.sites[i].busy = true;
-        let panicked = on_panic(&tx, Worker::Bmc, i, "eject");
-        self.sites[i].job = "eject";
-        self.bmc.run(
-            move || {
-                let result = boot::run(&req).map(|_| ());
-                let _ = tx.send(Msg::Ejected(i, rec, result));
-            },
-            panicked,
-        );
+        self.spawn_job(i, Step::Eject, rec, move |_| (boot::run(&req), None));
     }
 
     /// One-shot: the host's disk is booted with no media; saved before the power-on.
     fn start_boot_disk(&mut self, i: usize) {
         let o = self.ctx.opts;
         let t = self.sites[i].t;
-        let (Ok(bmc), Some(mut rec)) = (&t.bmc, self.sites[i].rec.take()) else {
+        let (Ok(bmc), Some(rec)) = (&t.bmc, self.sites[i].rec.take()) else {
             return;
         };
         let req = request(bmc, Job::BootDisk, o);
+        self.spawn_job(i, Step::BootDisk, rec, move |rec| {
+            let result = boot::run_observed(&req, &mut |ev| match ev {
+                BootEvent::Found { system, uuid } => rec.system(&system, uuid),
+                BootEvent::PoweringOn => rec.mark_disk_booted(),
+                _ => Ok(()),
+            });
+            (result, None)
+        });
+    }
+
+    /// Runs the BMC job of the site's step `at` on the pool, with the record it saves into; its
+    /// end (or its panic) comes back as a message.
+    fn spawn_job(
+        &mut self,
+        i: usize,
+        at: Step,
+        mut rec: Record,
+        job: impl FnOnce(&mut Record) -> (Result<boot::Report>, Option<u64>) + Send + 'static,
+    ) {
+        let name = at.job().unwrap_or("job");
         let tx = self.tx.clone();
         self.sites[i].busy = true;
-        let panicked = on_panic(&tx, Worker::Bmc, i, "disk boot");
-        self.sites[i].job = "disk boot";
+        self.sites[i].job = name;
+        let panicked = on_panic(&tx, Worker::Bmc, i, name);
         self.bmc.run(
             move || {
-                let result = boot::run_observed(&req, &mut |ev| match ev {
-                    BootEvent::Found { system, uuid } => rec.system(&system, uuid),
-                    BootEvent::PoweringOn => rec.mark_disk_booted(),
-                    _ => Ok(()),
-                });
-                let _ = tx.send(Msg::DiskBooted(i, rec, result));
+                let (result, seen) = job(&mut rec);
+                let end = JobEnd {
+                    i,
+                    at,
+                    rec,
+                    result,
+                    seen,
+                };
+                let _ = tx.send(Msg::Job(Box::new(end)));
             },
             panicked,
         );
@@ -630,33 +610,18 @@ impl<'a, 't> Engine<'a, 't> {
     /// Whether the site waits for its cluster (the site phase's wait, the one-shot's watch) rather
     /// than for its host.
     fn watching(&self, i: usize) -> bool {
-        match self.sites[i].stage {
-            Stage::Watch => true,
-            Stage::Wait => self.ctx.opts.phase == Phase::Site,
-            _ => false,
-        }
-    }
-
-    /// The host is done installing: the factory ejects, the one-shot boots the disk.
-    fn host_done(&mut self, i: usize) {
-        match self.ctx.opts.phase {
-            Phase::Oneshot => self.start_disk_step(i),
-            _ => self.start_eject_step(i),
-        }
+        matches!(self.sites[i].stage, Stage::At(at) if step::watching(at))
     }
 
     /// A waiting site: the host's reports and power, or the site's cluster; the timeout.
     fn judge_wait(&mut self, i: usize, now: Instant) {
         let watching = self.watching(i);
         if !watching && let Some(verdict) = self.host_verdict(i) {
-            return match verdict {
-                Ok(()) => self.host_done(i),
-                Err(e) => self.finish(i, Err(e)),
-            };
+            return self.decide(i, Event::HostEnded(verdict));
         }
         if self.sites[i].deadline.is_some_and(|d| now >= d) {
-            let e = self.silence(i);
-            return self.finish(i, Err(e));
+            let why = self.silence(i);
+            return self.decide(i, Event::TimedOut(why));
         }
         if now < self.sites[i].next_look {
             return;
@@ -677,23 +642,16 @@ impl<'a, 't> Engine<'a, 't> {
     }
 
     /// The host's end, from its own token's reports since the phase began.
-    fn host_verdict(&self, i: usize) -> Option<Result<(), String>> {
+    fn host_verdict(&self, i: usize) -> Option<Result<(), HostFailed>> {
         let s = &self.sites[i];
         let phase = s.rec.as_ref()?.get()?;
         let (received, state, error, step) = self.news.get(&s.t.name)?.end.clone()?;
         if verdict::within_phase(phase, received) != verdict::Within::Yes {
             return None;
         }
-        Some(match (state, error) {
-            (RunState::Done, _) => Ok(()),
-            (_, Some(e)) => Err(format!(
-                "the host reported a failure: {e} (it is not booted again by a re-run: check it, then pass --redo {} to install it again)",
-                s.t.name
-            )),
-            (_, None) => Err(format!(
-                "the host reported a failure at step {step} (pass --redo {} to install it again)",
-                s.t.name
-            )),
+        Some(match state {
+            RunState::Done => Ok(()),
+            _ => Err(HostFailed { error, step }),
         })
     }
 
@@ -777,30 +735,20 @@ impl<'a, 't> Engine<'a, 't> {
 
     fn handle(&mut self, m: Msg) {
         match m {
-            Msg::Booted(i, rec, result, seen) => {
+            Msg::Job(end) => {
+                let JobEnd {
+                    i,
+                    at,
+                    rec,
+                    result,
+                    seen,
+                } = *end;
                 self.bmc.done();
-                self.sites[i].sent_seen = seen;
-                self.back(i, rec);
-                self.booted(i, result);
-            }
-            Msg::DiskBooted(i, rec, result) => {
-                self.bmc.done();
-                self.back(i, rec);
-                match result {
-                    Ok(_) => self.disk_booted(i),
-                    Err(e) => self.finish(i, Err(format!("booting the disk: {e:#}"))),
+                if let Some(seen) = seen {
+                    self.sites[i].sent_seen = seen;
                 }
-            }
-            Msg::Ejected(i, rec, result) => {
-                self.bmc.done();
                 self.back(i, rec);
-                match result {
-                    Ok(()) => {
-                        self.progress.line(&self.sites[i].t.name, "eject: done");
-                        self.finish(i, Ok(()));
-                    }
-                    Err(e) => self.finish(i, Err(format!("ejecting: {e:#}"))),
-                }
+                self.job_ended(i, at, result);
             }
             Msg::Power(i, result) => {
                 self.bmc.done();
@@ -809,7 +757,7 @@ impl<'a, 't> Engine<'a, 't> {
                     Ok(Some(PowerState::Off)) => {
                         self.progress
                             .line(&self.sites[i].t.name, "the host powered off");
-                        self.host_done(i);
+                        self.decide(i, Event::HostEnded(Ok(())));
                     }
                     Ok(_) => {}
                     // A BMC that does not answer one poll is asked again at the next.
@@ -828,14 +776,10 @@ impl<'a, 't> Engine<'a, 't> {
                 match result {
                     Ok(true) => {
                         self.progress.line(&self.sites[i].t.name, "watch: ready");
-                        match self.ctx.opts.phase {
-                            // Nothing was inserted for the disk boot: nothing to eject.
-                            Phase::Oneshot => self.finish(i, Ok(())),
-                            _ => self.start_eject_step(i),
-                        }
+                        self.decide(i, Event::ClusterReady);
                     }
                     Ok(false) => {}
-                    Err(e) => self.finish(i, Err(format!("{e:#}"))),
+                    Err(e) => self.decide(i, Event::LookFailed(format!("{e:#}"))),
                 }
             }
         }
@@ -843,7 +787,7 @@ impl<'a, 't> Engine<'a, 't> {
 
     /// A job of the site's panicked (a bug, or a reply nobody foresaw): the site ends failed with
     /// it, its record as the job last saved it, and the run goes on.
-    fn panicked(&mut self, worker: Worker, i: usize, what: &str, message: &str) {
+    fn panicked(&mut self, worker: Worker, i: usize, what: &'static str, message: &str) {
         match worker {
             Worker::Bmc => self.bmc.done(),
             Worker::Look => {
@@ -859,14 +803,8 @@ impl<'a, 't> Engine<'a, 't> {
             // The record went with the job: what it saved is on disk.
             self.sites[i].rec = Record::open(&o.base, &t.name, o.phase, &t.address).ok();
         }
-        self.finish(
-            i,
-            Err(format!(
-                "ibi's {what} job panicked ({}): a bug in ibi; the host may be part-way through the {what}: check it (a re-run resumes the site where its record says; --redo {} starts it over)",
-                crate::util::text::clip(message, 400),
-                t.name
-            )),
-        );
+        let (job, message) = (what, message.to_string());
+        self.decide(i, Event::Panicked { job, message });
     }
 
     fn back(&mut self, i: usize, rec: Record) {
@@ -875,22 +813,55 @@ impl<'a, 't> Engine<'a, 't> {
         self.flush_bytes(i);
     }
 
-    fn booted(&mut self, i: usize, result: Result<boot::Report>) {
-        let report = match result {
-            Ok(r) => r,
-            Err(e) => return self.finish(i, Err(format!("{e:#}"))),
+    /// A BMC job ended: the boot's System is saved first (the power read and the UUID check use
+    /// it), then the step model decides.
+    fn job_ended(&mut self, i: usize, at: Step, result: Result<boot::Report>) {
+        let result = match result {
+            Ok(report) if at == Step::Boot => {
+                let saved = self.sites[i].rec.as_mut().map_or(Ok(()), |rec| {
+                    rec.system(&report.system, report.uuid.clone())
+                });
+                if let Err(e) = saved {
+                    return self.finish(i, Err(step::not_saved(at, &e)));
+                }
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(format!("{e:#}")),
         };
-        let step = wait_step(self.ctx.opts.phase);
-        let saved = self.sites[i].rec.as_mut().map_or(Ok(()), |rec| {
-            rec.system(&report.system, report.uuid.clone())
-                .and_then(|()| rec.step(step))
-        });
-        if let Err(e) = saved {
-            return self.finish(i, Err(format!("recording the boot: {e:#}")));
+        self.decide(i, Event::JobEnded(result));
+    }
+
+    /// Carries out what the step model decides for `event` at the site's step.
+    fn decide(&mut self, i: usize, event: Event) {
+        let Stage::At(at) = self.sites[i].stage else {
+            return;
+        };
+        let name = &self.sites[i].t.name;
+        match step::next(self.ctx.opts.phase, name, at, event) {
+            Action::Go { done, next } => self.go(i, done, next),
+            Action::Finish(Ok(done)) => {
+                self.progress.line(name, &format!("{done}: done"));
+                self.finish(i, Ok(()));
+            }
+            Action::Finish(Err(f)) => self.finish(i, Err(f)),
+            Action::Stay => {}
         }
-        self.progress.line(&self.sites[i].t.name, "boot: done");
-        self.sites[i].stage = Stage::Wait;
-        self.enter_wait(i);
+    }
+
+    /// `done` is finished: `next` is saved as the site's step before it starts; a wait starts at
+    /// once, a job when a BMC thread is free.
+    fn go(&mut self, i: usize, done: Step, next: Step) {
+        let saved = self.sites[i].rec.as_mut().map_or(Ok(()), |r| r.step(next));
+        if let Err(e) = saved {
+            return self.finish(i, Err(step::not_saved(done, &e)));
+        }
+        self.progress
+            .line(&self.sites[i].t.name, &format!("{done}: done"));
+        self.sites[i].stage = Stage::At(next);
+        if next.job().is_none() {
+            self.enter_wait(i);
+        }
     }
 
     /// The wait starts (again): its timeout runs from now; a watch opens the cluster's.
@@ -912,64 +883,28 @@ impl<'a, 't> Engine<'a, 't> {
                 .and_then(|p| p.shipped.clone());
             match Watcher::open_expecting(&s.t.dir, shipped) {
                 Ok(w) => s.watcher = Some(Box::new(w)),
-                Err(e) => self.finish(i, Err(format!("{e:#}"))),
+                Err(e) => self.decide(i, Event::LookFailed(format!("{e:#}"))),
             }
         }
     }
 
-    /// One-shot: the install is done; the disk boot is next (saved first).
-    fn start_disk_step(&mut self, i: usize) {
-        self.advance(
-            i,
-            STEP_WAIT_REPORT,
-            STEP_BOOT_DISK,
-            Stage::BootDisk,
-            "the step",
-        );
-    }
-
-    /// One-shot: the disk booted; the cluster is watched.
-    fn disk_booted(&mut self, i: usize) {
-        if self.advance(i, STEP_BOOT_DISK, STEP_WATCH, Stage::Watch, "the disk boot") {
-            self.enter_wait(i);
-        }
-    }
-
-    fn start_eject_step(&mut self, i: usize) {
-        let step = wait_step(self.ctx.opts.phase);
-        self.advance(i, step, STEP_EJECT, Stage::Eject, "the step");
-    }
-
-    /// Saves `next` as the site's step, says `<done>: done` and moves to `stage`; false when the
-    /// record could not be saved (the site then ends failed, naming what was being `recording`).
-    fn advance(&mut self, i: usize, done: &str, next: &str, stage: Stage, recording: &str) -> bool {
-        let saved = self.sites[i].rec.as_mut().map_or(Ok(()), |r| r.step(next));
-        if let Err(e) = saved {
-            self.finish(i, Err(format!("recording {recording}: {e:#}")));
-            return false;
-        }
-        self.progress
-            .line(&self.sites[i].t.name, &format!("{done}: done"));
-        self.sites[i].stage = stage;
-        true
-    }
-
     /// The site's end in this run, saved.
-    fn finish(&mut self, i: usize, result: Result<(), String>) {
+    fn finish(&mut self, i: usize, result: Result<(), Failure>) {
         self.flush_bytes(i);
         let s = &mut self.sites[i];
-        let saved = s.rec.as_mut().map_or(Ok(()), |r| r.finish(&result));
+        let text = result.as_ref().map(|_| ()).map_err(Failure::to_string);
+        let saved = s.rec.as_mut().map_or(Ok(()), |r| r.finish(&text));
         s.stage = Stage::Finished;
         s.watcher = None;
         let ending = match (result, saved) {
             (Ok(()), Ok(())) => Ending::Done,
             (Err(e), saved) => Ending::Failed(unsaved(e, saved)),
-            (Ok(()), Err(e)) => Ending::Failed(format!(
+            (Ok(()), Err(e)) => Ending::Failed(Failure::Record(format!(
                 "recording the end: {e:#}; `ibi status` still shows the site as it was before"
-            )),
+            ))),
         };
         match &ending {
-            Ending::Failed(e) => self.progress.failed(&s.t.name, e),
+            Ending::Failed(e) => self.progress.failed(&s.t.name, &e.to_string()),
             _ => self.progress.line(&s.t.name, "done"),
         }
         s.ending = Some(ending);
@@ -999,34 +934,12 @@ impl<'a, 't> Engine<'a, 't> {
     }
 }
 
-/// What a site's record says was done, as a re-run will take it up.
-fn left_as(resume: Resume) -> &'static str {
-    match resume {
-        Resume::Done => "done",
-        Resume::Boot => "not powered on for this phase: a re-run boots it",
-        Resume::Wait => "booted: a re-run waits for it, without booting it again",
-        Resume::Eject => "installed: a re-run only ejects",
-        Resume::BootDisk => "installed: a re-run boots its disk",
-        Resume::Watch => "its disk booted: a re-run watches its cluster",
-    }
-}
-
-/// The phase's first wait.
-fn wait_step(phase: Phase) -> &'static str {
-    match phase {
-        Phase::Factory | Phase::Oneshot => STEP_WAIT_REPORT,
-        Phase::Site => STEP_WATCH,
-    }
-}
-
 /// A site's failure `e`, with what went wrong saving it, if anything did: its record then still
 /// shows the state before, and the user must hear that.
-fn unsaved(e: String, saved: Result<()>) -> String {
+fn unsaved(e: Failure, saved: Result<()>) -> Failure {
     match saved {
         Ok(()) => e,
-        Err(why) => format!(
-            "{e}; and this failure could not be recorded ({why:#}): `ibi status` still shows the site as it was before"
-        ),
+        Err(why) => Failure::Unsaved(Box::new(e), format!("{why:#}")),
     }
 }
 
@@ -1080,7 +993,11 @@ pub fn outcome(
         bmc: t.address.clone(),
         phase: o.phase,
         ending: ending.unwrap_or_else(|| {
-            Ending::Interrupted(phase.as_ref().map_or(STEP_BOOT.into(), |p| p.step.clone()))
+            Ending::Interrupted(
+                phase
+                    .as_ref()
+                    .map_or(Step::Boot.name().into(), |p| p.step.clone()),
+            )
         }),
         took,
         bytes_served: phase.map_or(0, |p| p.bytes_served),

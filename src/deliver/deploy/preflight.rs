@@ -13,7 +13,8 @@ use reqwest::Url;
 
 use super::plan::{self, DeployOptions, HostSignals, Planned, Target};
 use super::pool::Pool;
-use super::record::{Record, Resume};
+use super::record::Record;
+use super::step::Resume;
 use crate::config_image::build::{AUTH_DIR, KUBECONFIG_FILE};
 use crate::contract::config_iso::ISO_FILE_NAME;
 use crate::deliver::boot::{self, BootRequest, Job};

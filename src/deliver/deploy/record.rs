@@ -1,7 +1,7 @@
 //! One site's record of one phase, saved (atomically, by `deploy_state`) at every change: a killed
 //! deploy leaves each site at its last step, and the next run resumes from there.
 //!
-//! The resume rule: a re-run resumes at the first unfinished step and never boots again a host that
+//! The resume rule (decided in `step::resume`): a re-run resumes at the first unfinished step and never boots again a host that
 //! was booted for this phase (deploy saves `booted` before it asks the BMC to power the host on) or
 //! that reported since the phase began: a finished host whose eject failed is ejected, a slow
 //! cluster is watched again, a host that reported a failure stays failed. Only `--redo SITE`
@@ -12,36 +12,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 
+use super::step::{self, Resume, Step};
 use crate::config_image::marker::Expected;
 use crate::contract::agent_status::RunState;
 use crate::deliver::deploy_state::{
     BmcSystem, Phase, PhaseRecord, SiteDeployState, load_site, save_site,
 };
-
-/// The steps deploy records (`deploy_state` leaves their names to deploy).
-pub const STEP_BOOT: &str = "boot";
-pub const STEP_WAIT_REPORT: &str = "wait-report";
-pub const STEP_WATCH: &str = "watch";
-pub const STEP_EJECT: &str = "eject";
-/// One-shot: the host installed; deploy ejects and boots its disk.
-pub const STEP_BOOT_DISK: &str = "boot-disk";
-
-/// Where a run takes a site's phase up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resume {
-    /// Done by an earlier run: nothing to do.
-    Done,
-    /// From its start: the host was never powered on for this phase.
-    Boot,
-    /// Booted earlier: wait for the host (factory) or the cluster (site) again.
-    Wait,
-    /// Only the eject is left.
-    Eject,
-    /// One-shot: the host installed; eject and boot its disk.
-    BootDisk,
-    /// One-shot: the disk was booted earlier; watch the cluster again.
-    Watch,
-}
 
 pub struct Record {
     base: PathBuf,
@@ -99,20 +75,10 @@ impl Record {
         self.state.superseded(self.phase)
     }
 
-    /// Where this run takes the phase up: `heard` says whether the host reported since the phase
-    /// began (its own token's reports, received after `started`).
+    /// Where this run takes the phase up ([`step::resume`]): `heard` says whether the host reported
+    /// since the phase began (its own token's reports, received after `started`).
     pub fn resume(&self, heard: bool) -> Resume {
-        match self.get() {
-            None => Resume::Boot,
-            Some(r) if r.state == RunState::Done => Resume::Done,
-            Some(r) if r.step == STEP_EJECT => Resume::Eject,
-            // One-shot: the power-on from disk may have happened; never powered on twice.
-            Some(r) if r.disk_booted.is_some() => Resume::Watch,
-            Some(r) if r.step == STEP_BOOT_DISK => Resume::BootDisk,
-            Some(r) if r.booted.is_some() || heard => Resume::Wait,
-            // Never powered on for this phase: booting is the only way on.
-            Some(_) => Resume::Boot,
-        }
+        step::resume(self.phase, self.get(), heard)
     }
 
     /// Saved before the power-on request: from now on the host may boot.
@@ -144,26 +110,14 @@ impl Record {
     /// The phase (again) from its start: a failed or interrupted boot is done again.
     pub fn begin(&mut self) -> Result<()> {
         let t = now();
-        self.state.phases.insert(
-            self.phase,
-            PhaseRecord {
-                state: RunState::Running,
-                step: STEP_BOOT.into(),
-                started: t,
-                updated: t,
-                finished: None,
-                error: None,
-                bytes_served: 0,
-                booted: None,
-                disk_booted: None,
-                shipped: None,
-            },
-        );
+        self.state
+            .phases
+            .insert(self.phase, PhaseRecord::begun(Step::Boot.name(), t));
         self.save()
     }
 
-    pub fn step(&mut self, step: &str) -> Result<()> {
-        self.change(|r| r.step = step.to_string())
+    pub fn step(&mut self, step: Step) -> Result<()> {
+        self.change(|r| r.step = step.name().to_string())
     }
 
     /// The System `UUID` the BMC showed, as saved when the boot found it.
@@ -228,17 +182,29 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let mut r = Record::open(d.path(), "a17", Phase::Factory, "https://bmc").unwrap();
         assert!(r.get().is_none());
-        assert_eq!(r.resume(false), Resume::Boot);
+        assert_eq!(r.resume(false), Resume::At(Step::Boot));
         r.begin().unwrap();
-        assert_eq!(r.resume(false), Resume::Boot, "never powered on: boot");
-        assert_eq!(r.resume(true), Resume::Wait, "it reported: it was booted");
+        assert_eq!(
+            r.resume(false),
+            Resume::At(Step::Boot),
+            "never powered on: boot"
+        );
+        assert_eq!(
+            r.resume(true),
+            Resume::At(Step::WaitReport),
+            "it reported: it was booted"
+        );
         r.system("/redfish/v1/Systems/1", Some("u-1".into()))
             .unwrap();
         r.add_bytes(100).unwrap();
         r.mark_booted().unwrap();
         let mut r = Record::open(d.path(), "a17", Phase::Factory, "https://bmc").unwrap();
-        assert_eq!(r.resume(false), Resume::Wait, "killed during the power-on");
-        r.step(STEP_WAIT_REPORT).unwrap();
+        assert_eq!(
+            r.resume(false),
+            Resume::At(Step::WaitReport),
+            "killed during the power-on"
+        );
+        r.step(Step::WaitReport).unwrap();
         assert_eq!(
             r.state.bmc.as_ref().and_then(|b| b.uuid.as_deref()),
             Some("u-1")
@@ -248,11 +214,11 @@ mod tests {
         let mut r = Record::open(d.path(), "a17", Phase::Factory, "https://bmc").unwrap();
         assert_eq!(
             r.resume(false),
-            Resume::Wait,
+            Resume::At(Step::WaitReport),
             "a failed wait is waited again"
         );
         r.reopen().unwrap();
-        r.step(STEP_EJECT).unwrap();
+        r.step(Step::Eject).unwrap();
         r.finish(&Err("BMC down".into())).unwrap();
         let r = Record::open(d.path(), "a17", Phase::Factory, "https://other").unwrap();
         let got = r.get().unwrap();
@@ -262,7 +228,7 @@ mod tests {
         );
         assert_eq!(
             r.resume(false),
-            Resume::Eject,
+            Resume::At(Step::Eject),
             "a finished host is only ejected"
         );
         assert_eq!(
@@ -278,14 +244,18 @@ mod tests {
         let mut r = Record::open(d.path(), "c", Phase::Oneshot, "https://bmc").unwrap();
         r.begin().unwrap();
         r.mark_booted().unwrap();
-        r.step(STEP_WAIT_REPORT).unwrap();
-        assert_eq!(r.resume(false), Resume::Wait, "installing: wait again");
-        r.step(STEP_BOOT_DISK).unwrap();
+        r.step(Step::WaitReport).unwrap();
+        assert_eq!(
+            r.resume(false),
+            Resume::At(Step::WaitReport),
+            "installing: wait again"
+        );
+        r.step(Step::BootDisk).unwrap();
         r.finish(&Err("BMC down".into())).unwrap();
         let mut r = Record::open(d.path(), "c", Phase::Oneshot, "https://bmc").unwrap();
         assert_eq!(
             r.resume(false),
-            Resume::BootDisk,
+            Resume::At(Step::BootDisk),
             "installed, the disk not powered on: the disk boot again, not the install"
         );
         r.reopen().unwrap();
@@ -293,13 +263,13 @@ mod tests {
         let mut r = Record::open(d.path(), "c", Phase::Oneshot, "https://bmc").unwrap();
         assert_eq!(
             r.resume(false),
-            Resume::Watch,
+            Resume::At(Step::Watch),
             "killed during the power-on from disk: only watched again"
         );
-        r.step(STEP_WATCH).unwrap();
+        r.step(Step::Watch).unwrap();
         r.finish(&Err("not ready".into())).unwrap();
         let mut r = Record::open(d.path(), "c", Phase::Oneshot, "https://bmc").unwrap();
-        assert_eq!(r.resume(true), Resume::Watch);
+        assert_eq!(r.resume(true), Resume::At(Step::Watch));
         r.reopen().unwrap();
         r.finish(&Ok(())).unwrap();
         assert_eq!(r.resume(true), Resume::Done);
@@ -311,11 +281,11 @@ mod tests {
         let mut r = Record::open(d.path(), "b", Phase::Site, "https://bmc").unwrap();
         r.begin().unwrap();
         r.finish(&Err("insert refused".into())).unwrap();
-        assert_eq!(r.resume(false), Resume::Boot);
+        assert_eq!(r.resume(false), Resume::At(Step::Boot));
         r.begin().unwrap();
         r.mark_booted().unwrap();
-        r.step(STEP_WATCH).unwrap();
-        r.step(STEP_EJECT).unwrap();
+        r.step(Step::Watch).unwrap();
+        r.step(Step::Eject).unwrap();
         r.finish(&Ok(())).unwrap();
         assert_eq!(r.resume(true), Resume::Done);
     }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::step::Failure;
 use crate::deliver::deploy_state::Phase;
 
 /// How a site's phase ended in this run.
@@ -10,7 +11,7 @@ pub enum Ending {
     Done,
     /// Done by an earlier run: nothing was done again.
     DoneEarlier,
-    Failed(String),
+    Failed(Failure),
     /// Still under way at this step when the run was interrupted.
     Interrupted(String),
 }
@@ -103,7 +104,7 @@ mod tests {
         };
         let t = table(&[
             row("a17", Ending::Done, 75, 335872),
-            row("b1", Ending::Failed("x".into()), 5, 0),
+            row("b1", Ending::Failed(Failure::Setup("x".into())), 5, 0),
             row("c190", Ending::DoneEarlier, 3600, 1),
         ]);
         assert_eq!(

@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use crate::contract::agent_status::RunState;
 use crate::contract::host_report::ReportingAgent;
-use crate::deliver::deploy::{LOCK_FILE, STEP_BOOT_DISK, STEP_WAIT_REPORT};
+use crate::deliver::deploy::{LOCK_FILE, Step};
 use crate::deliver::deploy_state::{
     DEPLOY_STATE_DIR, DamagedRecord, Phase, PhaseRecord, SiteDeployState, load_all_checked,
 };
@@ -362,7 +362,7 @@ fn oneshot_row(state: &SiteDeployState, rec: &PhaseRecord, reports: &[StoredRepo
     let (counted, late) = split(&state.site, Some(rec), reports);
     let report = speaking(counted.iter().copied());
     let row = identity(&counted);
-    let installed = rec.disk_booted.is_some() || rec.step == STEP_BOOT_DISK;
+    let installed = rec.disk_booted.is_some() || Step::parse(&rec.step) == Some(Step::BootDisk);
     let (factory, site_phase) = match installed {
         false => (factory_status(Some(rec), report), None),
         // Deploy took the install as done (its end report, or the host's power off).
@@ -370,7 +370,7 @@ fn oneshot_row(state: &SiteDeployState, rec: &PhaseRecord, reports: &[StoredRepo
             report.map(host_view).or_else(|| {
                 Some(PhaseStatus {
                     state: RunState::Done,
-                    step: STEP_WAIT_REPORT.to_string(),
+                    step: Step::WaitReport.name().to_string(),
                     updated: rec.booted.unwrap_or(rec.started),
                     error: None,
                     host_step: None,
