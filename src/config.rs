@@ -59,11 +59,8 @@ pub use inventory_bmc::BmcEntry;
 pub use inventory_locate::{locate as locate_site_finding, site_inputs as check_site_inputs};
 pub use inventory_render::{FleetBase, SiteFiles, check_site, load_fleet_base};
 pub use lca_versions::{
-    CA_TRUST_RACE, DefectId, Exposure, MACHINE_NETWORKS_SINCE, MinorVersion, NEGATIVE_START_FIXED,
-    ONE_SHOT_SINCE, Pairing, PairingInputs, SEED_DEFECTS, SEED_LINES, SFDISK_SINCE, SeedDefect,
-    SeedEvidence, SeedLine, VERSIONED_KEYS, VersionedKey, coreos_stream, defect_warnings, exposure,
-    host_rhel, live_iso_pairing, markdown_table as versioned_keys_table, parse_minor_version,
-    seed_lines_table,
+    MinorVersion, VERSIONED_KEYS, VersionedKey, markdown_table as versioned_keys_table,
+    parse_minor_version,
 };
 pub use manifests::{EXTRA_MANIFESTS_DIR, ExtraManifest, load_extra_manifests};
 pub use net::{is_dns1123_label, is_dns1123_subdomain};

@@ -7,8 +7,16 @@
 
 pub mod defects;
 mod image;
+mod lines;
 pub mod preflight;
 pub mod registry;
+
+pub use lines::{
+    CA_TRUST_RACE, DefectId, Exposure, MACHINE_NETWORKS_SINCE, NEGATIVE_START_FIXED,
+    ONE_SHOT_SINCE, Pairing, PairingInputs, SEED_DEFECTS, SEED_LINES, SFDISK_SINCE, SeedDefect,
+    SeedEvidence, SeedLine, coreos_stream, defect_warnings, exposure, host_rhel, live_iso_pairing,
+    seed_lines_table,
+};
 
 pub use image::{
     SEED_CLUSTER_INFO_LABEL, SEED_FORMAT_VERSION, SEED_FORMAT_VERSION_LABEL, SeedCheck,

@@ -304,7 +304,7 @@ fn proxy_vs_seed(
         return None;
     }
     let site = escape_control(&plan.site.name);
-    let since = config::MACHINE_NETWORKS_SINCE;
+    let since = crate::seed::MACHINE_NETWORKS_SINCE;
     let Some(seed) = seed else {
         return Some(Ok(format!(
             "site {site} has a proxy: through the hub its manifest.json carries only machine_networks, which a seed before {since} does not read (its post-pivot then fails: machineNetwork is empty, must be provided in case of proxy); the seed is unknown here: pass --seed, or keep the fleet's image-based-installation-config.yaml in BASE"

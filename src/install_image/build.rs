@@ -20,13 +20,15 @@ use super::site_tree::{SiteTree, read_site_tree};
 use super::status_token;
 use super::variant;
 use crate::config::{
-    self, Finding, HostAgent, IMAGE_BASED_INSTALLATION_CONFIG_FILE, InstallationConfig, Pairing,
-    PairingInputs, SeedEvidence, ValidationError,
+    self, Finding, HostAgent, IMAGE_BASED_INSTALLATION_CONFIG_FILE, InstallationConfig,
+    ValidationError,
 };
 use crate::ignition;
 use crate::iso9660::IsoReader;
 use crate::live_iso::{self, EmbedArea, KargsAreas, LiveIsoError, Patch};
-use crate::seed::{self, SeedCheck, SeedExpectations, SeedReference};
+use crate::seed::{
+    self, Pairing, PairingInputs, SeedCheck, SeedEvidence, SeedExpectations, SeedReference,
+};
 use crate::util::fs::{Clobber, SECRET_FILE_MODE, write_atomic_with};
 use crate::util::progress;
 use crate::util::text::escape_control;
@@ -109,7 +111,7 @@ pub fn plan(opts: &BuildOptions) -> Result<ImagePlan> {
     }
     let (seed_image, evidence) = checked_seed_image(cfg, opts)?;
     let host_agent_ibi = matches!(cfg.host_agent(), HostAgent::Ibi { .. });
-    for w in config::defect_warnings(&cfg.seed_version, &evidence, host_agent_ibi) {
+    for w in seed::defect_warnings(&cfg.seed_version, &evidence, host_agent_ibi) {
         warn!("{}", w.short);
         tracing::info!("{}", w.detail);
     }
@@ -188,7 +190,7 @@ fn check_pairing(
 ) -> Result<()> {
     let iso = format!("{} ({})", escape_control(volume_id), base.display());
     let start = cfg.extra_partition_start();
-    let pairing = config::live_iso_pairing(&PairingInputs {
+    let pairing = seed::live_iso_pairing(&PairingInputs {
         seed_version: &cfg.seed_version,
         iso: &iso,
         iso_rhel: base_iso::rhel_of_volume_id(volume_id),
@@ -337,15 +339,15 @@ impl BaseLayout {
 
 /// `--site`: the site's tree, read from its configuration ISO, for a seed whose lifecycle-agent
 /// honours a pre-placed `/opt/openshift/cluster-configuration` (post-pivot) and runs `post.sh` after
-/// the restore (`lca-cli ibi`), both from 4.16 (`config::ONE_SHOT_SINCE`).
+/// the restore (`lca-cli ibi`), both from 4.16 (`seed::ONE_SHOT_SINCE`).
 fn one_shot_tree(cfg: &InstallationConfig, site: &Path) -> Result<SiteTree> {
     match config::parse_minor_version(&cfg.seed_version) {
-        Some(v) if v >= config::ONE_SHOT_SINCE => {}
+        Some(v) if v >= seed::ONE_SHOT_SINCE => {}
         _ => bail!(
             "--site: seedVersion {:?} is not {} or later, the first lifecycle-agent whose post-pivot \
              takes a pre-placed /opt/openshift/cluster-configuration",
             escape_control(&cfg.seed_version),
-            config::ONE_SHOT_SINCE
+            seed::ONE_SHOT_SINCE
         ),
     }
     let tree = read_site_tree(site)?;

@@ -1,14 +1,14 @@
-//! What `create image` can learn from a seed about the known seed defects of `config::lca_versions`:
+//! What `create image` can learn from a seed about the known seed defects of `seed::lines`:
 //! the seed image's `created` time and its own post-pivot unit, read out of `etc.tgz` without unpacking
 //! it. A seed does not record which lifecycle-agent build generated it, so this is all there is.
 
 use anyhow::{Context, Result};
 
+use super::lines::SeedEvidence;
 use super::registry::{
     ImagePath, LayerOrder, RegistryOptions, read_layout_file, read_registry_file,
 };
 use super::{SeedInfo, SeedReference, parse_seed_reference};
-use crate::config::SeedEvidence;
 
 /// The seed's `/etc` changes (lifecycle-agent `lca-cli create`), at the image root.
 pub const ETC_ARCHIVE: &str = "etc.tgz";

@@ -9,13 +9,15 @@
 //! synchronous, so each call runs on its own current-thread tokio runtime.
 
 mod auth;
-mod client;
 mod files;
+mod layout;
+mod manifest;
 mod mirrors;
+mod remote;
 pub use auth::{Credentials, PullSecret, parse_pull_secret};
 pub use files::{ImagePath, LayerOrder, read_layout_file, read_registry_file};
 pub use mirrors::pull_endpoints;
 
-pub use client::{
-    ImageInfo, RegistryError, RegistryOptions, inspect_layout_image, inspect_registry_image,
-};
+pub use layout::inspect_layout_image;
+pub use manifest::ImageInfo;
+pub use remote::{RegistryError, RegistryOptions, inspect_registry_image};

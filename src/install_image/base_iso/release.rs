@@ -12,8 +12,9 @@
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use crate::config::{coreos_stream, parse_minor_version};
+use crate::config::parse_minor_version;
 use crate::image_ref::parse_image_reference;
+use crate::seed::coreos_stream;
 use crate::seed::defects::read_image_file;
 use crate::seed::registry::{LayerOrder, RegistryOptions};
 

@@ -23,7 +23,7 @@ use serde_json::Value;
 use super::super::site_tree::{SITE_FILE_MODE, SiteTree};
 use super::host_agent::FETCH_IBI_SCRIPT_PATH;
 use super::units::{NETWORK_CONFIG_PATH, NETWORK_CONFIG_UNIT, PRIVATE_MODE};
-use crate::config::{ONE_SHOT_SINCE, parse_minor_version};
+use crate::config::parse_minor_version;
 use crate::contract::config_iso::{
     LIVE_SITE_TREE, MANIFEST_NMSTATE_KEY, MANIFEST_PATH, MANIFESTS_DIR, ONE_SHOT_PATH, OneShot,
     OneShotTree, SITE_FETCH_PATH, STATEROOT_TARGET, SiteFetch,
@@ -33,6 +33,7 @@ use crate::contract::ibi_configuration::{
     IBI_CONFIGURATION_PATH, INSTALL_SCRIPT_PATH, POST_SCRIPT_MODE, POST_SCRIPT_PATH, stateroot_name,
 };
 use crate::ignition::types::{Config, File};
+use crate::seed::ONE_SHOT_SINCE;
 use crate::util::text::escape_control;
 
 /// The user's own `post.sh` on a one-shot ISO with `hostAgent: lca`: ibi's script runs it.

@@ -11,11 +11,10 @@ use std::task::{Context as TaskContext, Poll};
 
 use anyhow::{Context, Result, bail};
 
-use super::client::{
-    Descriptor, RegistryOptions, blob_path, build_client, classify, layout_manifest,
-    platform_manifest,
-};
+use super::layout::{blob_path, layout_manifest};
+use super::manifest::Descriptor;
 use super::mirrors::pull_endpoints;
+use super::remote::{RegistryOptions, build_client, classify, platform_manifest};
 use crate::image_ref::ImageReference;
 
 /// Which layers to search first: a seed's root files sit in its first layer, a release payload's
