@@ -12,4 +12,4 @@ pub mod vmedia;
 
 pub use client::{Client, ClientOptions, Credentials, Reply, RetryPolicy, Trust};
 pub use error::RedfishError;
-pub use model::{Boot, ComputerSystem, PowerState, VirtualMedia};
+pub use model::{Boot, BootTarget, ComputerSystem, OverrideEnabled, PowerState, VirtualMedia};

@@ -18,9 +18,11 @@ use anyhow::{Result, bail};
 use reqwest::Url;
 use tracing::{debug, info};
 
-use crate::redfish::system::{self, ENABLED_ONCE, Patience, Power, System, TARGET_CD};
+use crate::redfish::system::{self, Patience, Power, System};
 use crate::redfish::vmedia::{self, Slot};
-use crate::redfish::{Client, ClientOptions, PowerState, RedfishError};
+use crate::redfish::{
+    BootTarget, Client, ClientOptions, OverrideEnabled, PowerState, RedfishError,
+};
 use crate::util::secret::Secret;
 use crate::util::text::{clip, escape_control};
 
@@ -32,8 +34,6 @@ const MIN_TOKEN_CHARS: usize = 16;
 const MIN_INSERT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The bound on the one look at the power state after a failure.
 const POWER_LOOK_TIMEOUT: Duration = Duration::from_secs(10);
-/// The most characters of a BMC's own words (a power state, a boot target) kept in a message.
-const MAX_BMC_WORD: usize = 40;
 /// The most characters of an image URL a BMC shows (as [`display_url`] shows it).
 const MAX_BMC_URL: usize = 200;
 
@@ -324,7 +324,7 @@ fn boot(
     let media = if image.is_some() { "" } else { ", no media" };
     report.boot = match from {
         BootFrom::Cd => {
-            system::set_boot_override(c, &sys, TARGET_CD, ENABLED_ONCE, p)?;
+            system::set_boot_override(c, &sys, BootTarget::Cd, OverrideEnabled::Once, p)?;
             cd_override_kept(c, &sys.path)?
         }
         BootFrom::Disk => match system::clear_cd_override(c, &sys, p)? {
@@ -352,8 +352,8 @@ fn cd_override_kept(c: &mut Client, path: &str) -> Result<String> {
         .boot
         .as_ref()
         .and_then(|b| b.boot_source_override_enabled.clone());
-    Ok(match enabled.as_deref() {
-        Some(system::ENABLED_CONTINUOUS) => {
+    Ok(match enabled {
+        Some(OverrideEnabled::Continuous) => {
             tracing::warn!(
                 "{}the BMC keeps the CD override continuous (it ignored Once): the host boots the CD at every power-on until the media is ejected",
                 c.prefix()
@@ -393,20 +393,19 @@ fn look(sys: &System, slots: &[Slot], report: &mut Report) {
         );
     let boot = sys.data.boot.clone().unwrap_or_default();
     report.boot = match (
-        boot.boot_source_override_target.as_deref(),
-        boot.boot_source_override_enabled.as_deref(),
+        boot.boot_source_override_target,
+        boot.boot_source_override_enabled,
     ) {
-        (Some(target), Some(enabled)) if enabled != "Disabled" && target != "None" => {
-            format!("override to {} ({})", bmc_word(target), bmc_word(enabled))
+        (Some(target), Some(enabled))
+            if enabled != OverrideEnabled::Disabled && target != BootTarget::None =>
+        {
+            // Shown bounded and escaped (`Display`): a target the schema does not name is the
+            // BMC's text.
+            format!("override to {target} ({enabled})")
         }
         _ => "no override".to_string(),
     };
     report.power = PowerState::shown(sys.data.power_state.as_ref());
-}
-
-/// A BMC's word as it may be shown: bounded, control characters escaped.
-fn bmc_word(text: &str) -> String {
-    escape_control(&clip(text, MAX_BMC_WORD))
 }
 
 /// Inserts into the first slot that takes the image; a slot answering 400/405 (internal-only
@@ -563,7 +562,11 @@ mod tests {
         for (state, stage, want) in cases {
             assert_eq!(left(state, stage), want);
         }
-        assert_eq!(bmc_word("On\u{1b}[2J"), "On\\x1b[2J");
+        let hostile = BootTarget::from(format!("On\u{1b}[2J{}", "x".repeat(200)));
+        assert_eq!(
+            hostile.to_string(),
+            format!("On\\x1b[2J{}…", "x".repeat(34))
+        );
     }
 
     #[test]

@@ -9,21 +9,55 @@ use serde_json::Value;
 
 use crate::util::text::{clip, escape_control};
 
-/// How much of a `PowerState` the schema does not name is kept for a message.
+/// How much of a value the schema does not name is kept for a message.
 const MAX_OTHER_STATE: usize = 40;
 
-/// A system's `PowerState` (Redfish `Resource.PowerState`): the values the schema names, or what
-/// else a BMC said, kept for the message. Shown (`Display`) bounded and with control characters
-/// escaped: it is the BMC's text.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(from = "String")]
-pub enum PowerState {
-    On,
-    Off,
-    PoweringOn,
-    PoweringOff,
-    Paused,
-    Other(String),
+/// An enum of a Redfish property: the values the schema names, and `Other` with what else a BMC
+/// sent, kept for the message. Shown (`Display`) bounded and with control characters escaped: it
+/// is the BMC's text. `as_str` is the schema's spelling (a BMC's own text as it came: for
+/// comparing and sending back, never for showing).
+macro_rules! redfish_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+        #[serde(from = "String")]
+        pub enum $name {
+            $($(#[$vmeta])* $variant,)+
+            Other(String),
+        }
+
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $($name::$variant => stringify!($variant),)+
+                    $name::Other(s) => s,
+                }
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(s: String) -> Self {
+                match s.as_str() {
+                    $(stringify!($variant) => $name::$variant,)+
+                    _ => $name::Other(s),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $name::Other(s) => f.write_str(&escape_control(&clip(s, MAX_OTHER_STATE))),
+                    known => f.write_str(known.as_str()),
+                }
+            }
+        }
+    };
+}
+
+redfish_enum! {
+    /// A system's `PowerState` (Redfish `Resource.PowerState`).
+    PowerState { On, Off, PoweringOn, PoweringOff, Paused }
 }
 
 impl PowerState {
@@ -33,30 +67,30 @@ impl PowerState {
     }
 }
 
-impl From<String> for PowerState {
-    fn from(s: String) -> Self {
-        match s.as_str() {
-            "On" => PowerState::On,
-            "Off" => PowerState::Off,
-            "PoweringOn" => PowerState::PoweringOn,
-            "PoweringOff" => PowerState::PoweringOff,
-            "Paused" => PowerState::Paused,
-            _ => PowerState::Other(s),
-        }
+redfish_enum! {
+    /// `Boot.BootSourceOverrideTarget` (DSP0268 ComputerSystem.Boot), the values ibi sends or
+    /// reads.
+    BootTarget {
+        None,
+        Cd,
+        /// Supermicro's virtual-media target, listed in place of `Cd` on most of its models.
+        UsbCd,
+        Dvd,
+        Hdd,
+        Pxe,
     }
 }
 
-impl fmt::Display for PowerState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            PowerState::On => "On",
-            PowerState::Off => "Off",
-            PowerState::PoweringOn => "PoweringOn",
-            PowerState::PoweringOff => "PoweringOff",
-            PowerState::Paused => "Paused",
-            PowerState::Other(s) => return f.write_str(&escape_control(&clip(s, MAX_OTHER_STATE))),
-        })
+impl BootTarget {
+    /// A target that boots a CD (what an earlier boot's override may have left).
+    pub fn is_cd(&self) -> bool {
+        matches!(self, BootTarget::Cd | BootTarget::UsbCd | BootTarget::Dvd)
     }
+}
+
+redfish_enum! {
+    /// `Boot.BootSourceOverrideEnabled`: whether the override holds for the next boot only.
+    OverrideEnabled { Disabled, Once, Continuous }
 }
 
 /// A navigation property: `{"@odata.id": "/redfish/v1/…"}`.
@@ -105,11 +139,11 @@ pub struct SystemLinks {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct Boot {
-    pub boot_source_override_enabled: Option<String>,
-    pub boot_source_override_target: Option<String>,
+    pub boot_source_override_enabled: Option<OverrideEnabled>,
+    pub boot_source_override_target: Option<BootTarget>,
     pub boot_source_override_mode: Option<String>,
     #[serde(rename = "BootSourceOverrideTarget@Redfish.AllowableValues")]
-    pub allowed_targets: Option<Vec<String>>,
+    pub allowed_targets: Option<Vec<BootTarget>>,
 }
 
 /// `@Redfish.Settings`: where a BMC that keeps properties read-only wants them written (iDRAC10).
@@ -208,6 +242,32 @@ mod tests {
             assert_eq!(PowerState::from(word.to_string()), state);
             assert_eq!(state.to_string(), word);
         }
+    }
+
+    #[test]
+    fn a_boot_override_decodes_into_its_values_and_keeps_a_vendors_own() {
+        let v = json!({
+            "@odata.id": "/redfish/v1/Systems/1",
+            "Boot": {
+                "BootSourceOverrideTarget": "UsbCd",
+                "BootSourceOverrideEnabled": "Continuous",
+                "BootSourceOverrideTarget@Redfish.AllowableValues": ["Pxe", "Hdd", "UsbCd", "SDCard\u{1b}[2J"],
+            },
+        });
+        let s: ComputerSystem = decode(&v, "ComputerSystem").unwrap();
+        let boot = s.boot.unwrap();
+        assert_eq!(boot.boot_source_override_target, Some(BootTarget::UsbCd));
+        assert!(BootTarget::UsbCd.is_cd() && BootTarget::Dvd.is_cd() && !BootTarget::Hdd.is_cd());
+        assert_eq!(
+            boot.boot_source_override_enabled,
+            Some(OverrideEnabled::Continuous)
+        );
+        let allowed = boot.allowed_targets.unwrap();
+        assert_eq!(allowed[3], BootTarget::Other("SDCard\u{1b}[2J".into()));
+        assert_eq!(allowed[3].to_string(), "SDCard\\x1b[2J", "shown escaped");
+        assert_eq!(allowed[3].as_str(), "SDCard\u{1b}[2J", "kept as sent");
+        assert_eq!(OverrideEnabled::Once.as_str(), "Once");
+        assert_eq!(BootTarget::None.to_string(), "None");
     }
 
     #[test]

@@ -12,17 +12,11 @@ use tracing::{debug, info};
 
 use super::client::Client;
 use super::error::RedfishError;
-use super::model::{Collection, ComputerSystem, PowerState, ServiceRoot, decode, is_system};
+use super::model::{
+    BootTarget, Collection, ComputerSystem, OverrideEnabled, PowerState, ServiceRoot, decode,
+    is_system,
+};
 
-/// The boot-override values used here (DSP0268 ComputerSystem.Boot).
-pub const TARGET_CD: &str = "Cd";
-pub const TARGET_HDD: &str = "Hdd";
-/// Supermicro's virtual-media target, listed in place of `Cd` on most of its models.
-const TARGET_USB_CD: &str = "UsbCd";
-const TARGET_NONE: &str = "None";
-pub const ENABLED_ONCE: &str = "Once";
-pub const ENABLED_CONTINUOUS: &str = "Continuous";
-const ENABLED_DISABLED: &str = "Disabled";
 const MODE_UEFI: &str = "UEFI";
 /// iLO's refusal while the host is in POST (Ironic retries it with backoff).
 const DURING_POST: &str = "UnableToModifyDuringSystemPOST";
@@ -259,7 +253,7 @@ pub fn wait_power(
 }
 
 /// The target to send for `target` on this system: Supermicro lists `UsbCd` instead of `Cd`.
-fn vendor_target(sys: &System, target: &str) -> String {
+fn vendor_target(sys: &System, target: BootTarget) -> BootTarget {
     let allowed = sys
         .data
         .boot
@@ -267,13 +261,13 @@ fn vendor_target(sys: &System, target: &str) -> String {
         .and_then(|b| b.allowed_targets.as_ref());
     match allowed {
         Some(a)
-            if target == TARGET_CD
-                && !a.iter().any(|t| t == TARGET_CD)
-                && a.iter().any(|t| t == TARGET_USB_CD) =>
+            if target == BootTarget::Cd
+                && !a.contains(&BootTarget::Cd)
+                && a.contains(&BootTarget::UsbCd) =>
         {
-            TARGET_USB_CD.to_string()
+            BootTarget::UsbCd
         }
-        _ => target.to_string(),
+        _ => target,
     }
 }
 
@@ -283,13 +277,13 @@ fn vendor_target(sys: &System, target: &str) -> String {
 pub fn set_boot_override(
     c: &mut Client,
     sys: &System,
-    target: &str,
-    enabled: &str,
+    target: BootTarget,
+    enabled: OverrideEnabled,
     patience: &Patience,
 ) -> Result<()> {
     let mut boot = json!({
-        "BootSourceOverrideTarget": vendor_target(sys, target),
-        "BootSourceOverrideEnabled": enabled,
+        "BootSourceOverrideTarget": vendor_target(sys, target).as_str(),
+        "BootSourceOverrideEnabled": enabled.as_str(),
     });
     let has_mode = sys
         .data
@@ -304,8 +298,8 @@ pub fn set_boot_override(
         .data
         .boot
         .as_ref()
-        .and_then(|b| b.boot_source_override_enabled.as_deref())
-        == Some(enabled);
+        .and_then(|b| b.boot_source_override_enabled.as_ref())
+        == Some(&enabled);
     match result {
         // Some BMCs refuse `Enabled` re-sent unchanged: once more without it.
         Err(e)
@@ -332,24 +326,26 @@ pub fn clear_cd_override(
     patience: &Patience,
 ) -> Result<Option<&'static str>> {
     let boot = sys.data.boot.clone().unwrap_or_default();
-    let target = boot
+    let cd_like = boot
         .boot_source_override_target
-        .as_deref()
-        .unwrap_or(TARGET_NONE);
-    let enabled = boot
+        .as_ref()
+        .is_some_and(BootTarget::is_cd);
+    let disabled = boot
         .boot_source_override_enabled
-        .as_deref()
-        .unwrap_or(ENABLED_DISABLED);
-    let cd_like = [TARGET_CD, TARGET_USB_CD, "Dvd"].contains(&target);
-    if !cd_like || enabled == ENABLED_DISABLED {
+        .as_ref()
+        .is_none_or(|e| *e == OverrideEnabled::Disabled);
+    if !cd_like || disabled {
         return Ok(None);
     }
     let none_allowed = boot
         .allowed_targets
         .as_ref()
-        .is_none_or(|a| a.iter().any(|t| t == TARGET_NONE));
+        .is_none_or(|a| a.contains(&BootTarget::None));
     if none_allowed {
-        let body = json!({"BootSourceOverrideTarget": TARGET_NONE, "BootSourceOverrideEnabled": ENABLED_DISABLED});
+        let body = json!({
+            "BootSourceOverrideTarget": BootTarget::None.as_str(),
+            "BootSourceOverrideEnabled": OverrideEnabled::Disabled.as_str(),
+        });
         match patch_boot(c, sys, &body, patience) {
             Ok(()) => return Ok(Some("cleared")),
             Err(e) => {
@@ -357,7 +353,7 @@ pub fn clear_cd_override(
             }
         }
     }
-    set_boot_override(c, sys, TARGET_HDD, ENABLED_ONCE, patience)?;
+    set_boot_override(c, sys, BootTarget::Hdd, OverrideEnabled::Once, patience)?;
     Ok(Some("one-time Hdd"))
 }
 
@@ -419,7 +415,8 @@ mod tests {
         let mut data: ComputerSystem =
             decode(&json!({"@odata.id": "/redfish/v1/Systems/1"}), "x").unwrap();
         data.boot = Some(Boot {
-            allowed_targets: allowed.map(|a| a.iter().map(|s| s.to_string()).collect()),
+            allowed_targets: allowed
+                .map(|a| a.iter().map(|s| BootTarget::from(s.to_string())).collect()),
             ..Boot::default()
         });
         System {
@@ -431,16 +428,16 @@ mod tests {
 
     #[test]
     fn supermicro_gets_usbcd_when_cd_is_not_listed() {
-        let cases: [(Option<&[&str]>, &str, &str); 5] = [
-            (Some(&["Pxe", "Hdd", "UsbCd"]), TARGET_CD, "UsbCd"),
-            (Some(&["Pxe", "Cd", "UsbCd"]), TARGET_CD, "Cd"),
-            (Some(&["Pxe", "Hdd"]), TARGET_CD, "Cd"),
-            (None, TARGET_CD, "Cd"),
-            (Some(&["UsbCd", "Hdd"]), TARGET_HDD, "Hdd"),
+        let cases: [(Option<&[&str]>, BootTarget, &str); 5] = [
+            (Some(&["Pxe", "Hdd", "UsbCd"]), BootTarget::Cd, "UsbCd"),
+            (Some(&["Pxe", "Cd", "UsbCd"]), BootTarget::Cd, "Cd"),
+            (Some(&["Pxe", "Hdd"]), BootTarget::Cd, "Cd"),
+            (None, BootTarget::Cd, "Cd"),
+            (Some(&["UsbCd", "Hdd"]), BootTarget::Hdd, "Hdd"),
         ];
         for (allowed, target, want) in cases {
             assert_eq!(
-                vendor_target(&system_with(allowed), target),
+                vendor_target(&system_with(allowed), target).as_str(),
                 want,
                 "{allowed:?}"
             );
