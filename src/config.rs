@@ -19,7 +19,9 @@ mod installation;
 mod installation_template;
 mod inventory;
 mod inventory_bmc;
+mod inventory_csv;
 mod inventory_locate;
+mod inventory_model;
 mod inventory_render;
 mod lca_versions;
 mod manifests;
@@ -33,7 +35,7 @@ mod template;
 mod validate_ic;
 mod yaml11;
 
-pub use finding::{Finding, ValidationError};
+pub use finding::{Finding, Invalid, ValidationError};
 pub use fleet::{Fleet, SITES_DIR, SiteRules, load_fleet};
 pub use idms::{IDMS_NAME, image_digest_mirror_set};
 pub use image_based_config::{

@@ -50,6 +50,44 @@ impl fmt::Display for ValidationError {
     }
 }
 
+/// Why a check of input files gave no value: the findings to fix (every one, at once), or an error
+/// that stopped it (a file that cannot be read). Callers match on it instead of downcasting; it is
+/// deliberately not a `std::error::Error`, so `?` into `anyhow` does not compile and every caller
+/// says what it does with findings ([`Invalid::into_anyhow`] where a command renders them).
+#[derive(Debug)]
+pub enum Invalid {
+    Findings(ValidationError),
+    Failed(anyhow::Error),
+}
+
+impl Invalid {
+    /// As `anyhow` carries it to the command, which prints a [`ValidationError`]'s findings one per
+    /// line.
+    pub fn into_anyhow(self) -> anyhow::Error {
+        match self {
+            Invalid::Findings(v) => v.into(),
+            Invalid::Failed(e) => e,
+        }
+    }
+}
+
+impl From<ValidationError> for Invalid {
+    fn from(v: ValidationError) -> Self {
+        Invalid::Findings(v)
+    }
+}
+
+/// Where untyped code meets typed: an `anyhow` error that carries findings is sorted here, the one
+/// place that looks inside.
+impl From<anyhow::Error> for Invalid {
+    fn from(e: anyhow::Error) -> Self {
+        match e.downcast::<ValidationError>() {
+            Ok(v) => Invalid::Findings(v),
+            Err(e) => Invalid::Failed(e),
+        }
+    }
+}
+
 /// Collects findings and warnings for one file.
 #[derive(Debug)]
 pub(crate) struct Findings {
@@ -181,4 +219,30 @@ fn closing_quote(body: &str) -> Option<usize> {
 /// `"field[i]"`.
 pub(crate) fn idx(field: &str, i: usize) -> String {
     format!("{field}[{i}]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_anyhow_error_carrying_findings_becomes_findings_and_any_other_a_failure() {
+        let v = ValidationError {
+            findings: vec![Finding {
+                file: "sites.yaml".into(),
+                field: "sites[0].name".into(),
+                message: "required".into(),
+                line: Some(2),
+            }],
+        };
+        let wrapped = anyhow::Error::from(v.clone()).context("reading the fleet");
+        assert!(matches!(Invalid::from(wrapped), Invalid::Findings(f) if f == v));
+        assert!(matches!(
+            Invalid::from(anyhow::anyhow!("reading sites.yaml: permission denied")),
+            Invalid::Failed(_)
+        ));
+        // Back to the command: it still finds the findings to print one per line.
+        let back = Invalid::Findings(v.clone()).into_anyhow();
+        assert_eq!(back.downcast_ref::<ValidationError>(), Some(&v));
+    }
 }

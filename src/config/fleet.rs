@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use tracing::warn;
 
-use super::finding::{Finding, ValidationError};
+use super::finding::{Finding, Invalid, ValidationError};
 use super::inventory::{SiteEntry, load_inventory_with_findings};
 use super::inventory_locate::site_inputs;
 use super::inventory_render::{FleetBase, load_fleet_base};
@@ -38,20 +38,26 @@ pub struct Fleet {
 /// Reads and checks the inventory, the base in `base_dir` and `base_dir/extra-manifests/`, and runs
 /// `rules` on every site that decoded. With any finding, every site's own findings (its rendered
 /// files) come along, repeated ones once, and nothing else happens: the error is a
-/// [`ValidationError`]. Other errors (I/O) name the path.
+/// [`Invalid::Findings`]. Other errors (I/O) name the path.
 pub fn load_fleet(
     base_dir: &Path,
     inventory: &Path,
     rules: SiteRules<'_>,
-) -> anyhow::Result<Fleet> {
+) -> Result<Fleet, Invalid> {
     let inventory_file = inventory.display().to_string();
     let mut findings = Vec::new();
-    let sites =
-        findings_into(load_inventory_with_findings(inventory), &mut findings)?.map(|(sites, f)| {
-            findings.extend(f);
-            sites
-        });
-    let base = findings_into(load_fleet_base(base_dir), &mut findings)?;
+    let sites = findings_into(
+        load_inventory_with_findings(inventory).map_err(Invalid::from),
+        &mut findings,
+    )?
+    .map(|(sites, f)| {
+        findings.extend(f);
+        sites
+    });
+    let base = findings_into(
+        load_fleet_base(base_dir).map_err(Invalid::from),
+        &mut findings,
+    )?;
     let (manifests, mut f, warnings) = load_extra_manifests(&base_dir.join(EXTRA_MANIFESTS_DIR))?;
     name_manifests(base_dir, &mut f);
     findings.extend(f);
@@ -80,9 +86,7 @@ pub fn load_fleet(
         // The run stops here; every site's own findings come along, so one run shows them all.
         for site in &fleet.sites {
             // A site whose files do not render has its inventory findings already.
-            if let Err(e) = fleet.site_inputs(site)
-                && let Ok(v) = e.downcast::<ValidationError>()
-            {
+            if let Err(Invalid::Findings(v)) = fleet.site_inputs(site) {
                 findings.extend(v.findings);
             }
         }
@@ -94,8 +98,8 @@ pub fn load_fleet(
 
 impl Fleet {
     /// The site's effective inputs (the base with its overrides, the extra manifests), validated;
-    /// every finding names where to fix it (a [`ValidationError`]).
-    pub fn site_inputs(&self, site: &SiteEntry) -> anyhow::Result<SiteInputs> {
+    /// every finding names where to fix it ([`Invalid::Findings`]).
+    pub fn site_inputs(&self, site: &SiteEntry) -> Result<SiteInputs, Invalid> {
         let files = self.base.render(site)?;
         site_inputs(
             &self.base,
@@ -106,7 +110,7 @@ impl Fleet {
         )
         .map_err(|mut e| {
             name_manifests(&self.base_dir, &mut e.findings);
-            e.into()
+            Invalid::Findings(e)
         })
     }
 }
@@ -166,17 +170,15 @@ fn dedup_keeping_order(findings: &mut Vec<Finding>) {
 /// `Ok(Some)` on success; a [`ValidationError`]'s findings go to `findings` (`Ok(None)`); any other
 /// error is returned.
 fn findings_into<T>(
-    r: anyhow::Result<T>,
+    r: Result<T, Invalid>,
     findings: &mut Vec<Finding>,
 ) -> anyhow::Result<Option<T>> {
     match r {
         Ok(v) => Ok(Some(v)),
-        Err(e) => match e.downcast::<ValidationError>() {
-            Ok(v) => {
-                findings.extend(v.findings);
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        },
+        Err(Invalid::Findings(v)) => {
+            findings.extend(v.findings);
+            Ok(None)
+        }
+        Err(Invalid::Failed(e)) => Err(e),
     }
 }

@@ -116,7 +116,8 @@ pub fn build(
 /// Reads the inventory, the base and the extra manifests (their findings are reported together,
 /// [`config::load_fleet`]), then the seed of `--seed`, before any site is built.
 fn load_plan(base_dir: &Path, inventory: &Path, seed: Option<&SeedOption>) -> Result<Plan> {
-    let fleet = config::load_fleet(base_dir, inventory, &|_, _| Vec::new())?;
+    let fleet = config::load_fleet(base_dir, inventory, &|_, _| Vec::new())
+        .map_err(config::Invalid::into_anyhow)?;
     let seed = match seed {
         Some(s) => Some(s.read(&fleet.base.install_config()?)?),
         None => None,
@@ -220,7 +221,8 @@ pub fn inputs_changed(site_dir: &Path) -> Result<Option<String>> {
             from.inventory.display()
         )));
     }
-    let fleet = config::load_fleet(base, &from.inventory, &|_, _| Vec::new())?;
+    let fleet = config::load_fleet(base, &from.inventory, &|_, _| Vec::new())
+        .map_err(config::Invalid::into_anyhow)?;
     let Some(site) = fleet.sites.iter().find(|s| s.name == name) else {
         return Ok(Some(format!(
             "site {name} is no longer in {}: its configuration ISO is from an earlier inventory",

@@ -33,8 +33,8 @@ use super::identity::{self, Handed};
 use super::objects::{self, ClusterSpec, IdentityData, NodeSpec, SecretData};
 use super::rules;
 use crate::config::{
-    self, EXTRA_MANIFESTS_DIR, Finding, Fleet, SITES_DIR as BUILT_SITES_DIR, SiteEntry, SiteInputs,
-    ValidationError,
+    self, EXTRA_MANIFESTS_DIR, Finding, Fleet, Invalid, SITES_DIR as BUILT_SITES_DIR, SiteEntry,
+    SiteInputs, ValidationError,
 };
 use crate::image_ref::parse_image_reference;
 use crate::util::fs::{Clobber, ensure_dir, write_atomic};
@@ -160,15 +160,11 @@ pub fn build(o: &HubOptions) -> Result<HubOutput> {
             ));
             fleet
         }
-        Err(e) => {
-            return Err(match e.downcast::<ValidationError>() {
-                Ok(v) => {
-                    findings.extend(v.findings);
-                    ValidationError { findings }.into()
-                }
-                Err(e) => e,
-            });
+        Err(Invalid::Findings(v)) => {
+            findings.extend(v.findings);
+            return Err(ValidationError { findings }.into());
         }
+        Err(Invalid::Failed(e)) => return Err(e),
     };
     for (flag, names) in [("--only", &o.only), ("--reinstall", &o.reinstall)] {
         for name in names {
@@ -230,10 +226,8 @@ pub fn build(o: &HubOptions) -> Result<HubOutput> {
                 }
                 plans.push(plan);
             }
-            Err(e) => match e.downcast::<ValidationError>() {
-                Ok(v) => findings.extend(v.findings),
-                Err(e) => return Err(e),
-            },
+            Err(Invalid::Findings(v)) => findings.extend(v.findings),
+            Err(Invalid::Failed(e)) => return Err(e),
         }
     }
     let image_set = match &o.release_image {
@@ -477,13 +471,13 @@ pub fn metal3_bmc_address(address: &str, system: Option<&str>) -> Result<String,
     Ok(format!("redfish-virtualmedia+{system_url}"))
 }
 
-/// The site's inputs, BMC and identity, checked; findings as a [`ValidationError`].
+/// The site's inputs, BMC and identity, checked; findings as [`Invalid::Findings`].
 fn plan_site<'a>(
     o: &HubOptions,
     fleet: &Fleet,
     site: &'a SiteEntry,
     adopt: bool,
-) -> Result<SitePlan<'a>> {
+) -> Result<SitePlan<'a>, Invalid> {
     let inputs = fleet.site_inputs(site)?;
     let mut findings: Vec<Finding> = rules::site_findings(&inputs)
         .into_iter()
