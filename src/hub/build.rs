@@ -806,14 +806,37 @@ fn render_site(
     out: &Path,
     image_set: &str,
 ) -> Result<Vec<OutFile>> {
-    let ic = &plan.inputs.install_config;
-    let ibc = &plan.inputs.image_based_config;
-    let ns = ic.metadata.name.as_str();
+    let ns = plan.inputs.install_config.metadata.name.as_str();
     let site_dir = out.join(SITES_DIR).join(&plan.site.name);
     let secret_dir = out.join(SECRETS_DIR).join(&plan.site.name);
     if plan.adopt {
         return render_adoption(o, plan, ns, &site_dir, &secret_dir);
     }
+    let mut files = Vec::new();
+    for (name, doc) in site_objects(o, fleet, plan, image_set)? {
+        files.push(doc_file(site_dir.join(name), &doc)?);
+    }
+    for (name, text) in site_secrets(o, plan)? {
+        files.push(OutFile {
+            path: secret_dir.join(name),
+            text,
+            secret: true,
+        });
+    }
+    Ok(files)
+}
+
+/// The site's objects, by file name: its namespace, the CA bundle and extra manifests when it has
+/// them, the ClusterInstance.
+fn site_objects(
+    o: &HubOptions,
+    fleet: &Fleet,
+    plan: &SitePlan<'_>,
+    image_set: &str,
+) -> Result<Vec<(&'static str, serde_json::Value)>> {
+    let ic = &plan.inputs.install_config;
+    let ibc = &plan.inputs.image_based_config;
+    let ns = ic.metadata.name.as_str();
     let mut docs = vec![(NAMESPACE_FILE, objects::namespace(ns))];
     let ca_bundle = !ic.additional_trust_bundle.trim().is_empty();
     if ca_bundle {
@@ -872,7 +895,7 @@ fn render_site(
         node: NodeSpec {
             hostname: &ibc.hostname,
             bmc_address: plan.bmc_address.clone(),
-            bmc_secret: bmc_secret.clone(),
+            bmc_secret,
             boot_mac: plan.site.boot_mac_address.as_deref().unwrap_or_default(),
             boot_mode: plan.site.boot_mode.as_deref(),
             root_device_hints: plan.site.root_device_hints.as_ref(),
@@ -880,10 +903,18 @@ fn render_site(
         },
     };
     docs.push((CLUSTER_INSTANCE_FILE, objects::cluster_instance(&spec)?));
-    let mut files = Vec::new();
-    for (name, doc) in docs {
-        files.push(doc_file(site_dir.join(name), &doc)?);
-    }
+    Ok(docs)
+}
+
+/// The site's Secrets, by file name: the pull secret, the BMC's credentials and, for a site
+/// `create config-image --sites` built, its identity.
+fn site_secrets(
+    o: &HubOptions,
+    plan: &SitePlan<'_>,
+) -> Result<Vec<(&'static str, Secret<String>)>> {
+    let ic = &plan.inputs.install_config;
+    let ns = ic.metadata.name.as_str();
+    let bmc_secret = objects::bmc_secret_name(&plan.inputs.image_based_config.hostname);
     let no_password = Secret::new(String::new());
     let mode = o.secret_data;
     let mut secrets = vec![
@@ -919,14 +950,7 @@ fn render_site(
         let identity = objects::identity_secrets(ns, &data, mode)?;
         secrets.extend(IDENTITY_FILES.into_iter().zip(identity));
     }
-    for (name, text) in secrets {
-        files.push(OutFile {
-            path: secret_dir.join(name),
-            text,
-            secret: true,
-        });
-    }
-    Ok(files)
+    Ok(secrets)
 }
 
 #[cfg(test)]
