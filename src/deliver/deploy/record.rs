@@ -1,11 +1,8 @@
 //! One site's record of one phase, saved (atomically, by `deploy_state`) at every change: a killed
 //! deploy leaves each site at its last step, and the next run resumes from there.
 //!
-//! The resume rule (decided in `step::resume`): a re-run resumes at the first unfinished step and never boots again a host that
-//! was booted for this phase (deploy saves `booted` before it asks the BMC to power the host on) or
-//! that reported since the phase began: a finished host whose eject failed is ejected, a slow
-//! cluster is watched again, a host that reported a failure stays failed. Only `--redo SITE`
-//! starts a site over.
+//! Where a re-run takes the phase up is decided from the record by `step::resume`, which states
+//! the rule; only `--redo SITE` starts a site over.
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
