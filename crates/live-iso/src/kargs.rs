@@ -8,7 +8,7 @@
 use super::Patch;
 use super::embed::{EmbedArea, find_optional, locate_in_file, read_area, read_raw};
 use super::error::LiveIsoError;
-use crate::iso9660::IsoReader;
+use iso9660::IsoReader;
 use serde::Deserialize;
 use std::io::{Read, Seek};
 
@@ -140,7 +140,7 @@ pub fn find_kargs<R: Read + Seek>(
         });
     }
     slots.sort_by_key(|s| s.offset);
-    tracing::debug!(?slots, size = desc.size, "karg slots from {KARGS_NAME}");
+    tracing::debug!(target: "ibi::live_iso::kargs", ?slots, size = desc.size, "karg slots from {KARGS_NAME}");
     Ok(Some(KargsAreas {
         default: desc.default,
         size: desc.size,

@@ -4,7 +4,7 @@
 
 use super::embed::{EmbedArea, check_in_image, find_optional, locate_in_file};
 use super::error::LiveIsoError;
-use crate::iso9660::IsoReader;
+use iso9660::IsoReader;
 use serde::Deserialize;
 use std::io::{Read, Seek};
 
@@ -48,7 +48,7 @@ pub fn find_ignition_area<R: Read + Seek>(
     }
     let entry = find_optional(iso, IGNITION_IMG_ISO_PATH)?.ok_or(LiveIsoError::NotCoreOs)?;
     let area = EmbedArea {
-        offset: u64::from(entry.extent) * crate::iso9660::BLOCK_SIZE as u64,
+        offset: u64::from(entry.extent) * iso9660::BLOCK_SIZE as u64,
         length: entry.size,
     };
     check_in_image(
@@ -63,7 +63,7 @@ fn area_from_igninfo<R: Read + Seek>(
     info: &IgnInfo,
 ) -> Result<EmbedArea, LiveIsoError> {
     let area = locate_in_file(iso, IGNINFO_NAME, &info.file, info.offset, info.length)?;
-    tracing::debug!(?info, ?area, "Ignition area from {IGNINFO_NAME}");
+    tracing::debug!(target: "ibi::live_iso::ignition", ?info, ?area, "Ignition area from {IGNINFO_NAME}");
     check_length(area, IGNINFO_NAME)
 }
 

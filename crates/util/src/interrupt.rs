@@ -79,7 +79,7 @@ pub fn set_message(message: String) {
 }
 
 /// A temp file being written: removed by the handler if the process is interrupted meanwhile.
-pub struct TempFile {
+pub(crate) struct TempFile {
     path: PathBuf,
 }
 
@@ -88,7 +88,7 @@ impl TempFile {
     /// under the handler's lock: a signal comes either before the file exists or after it is
     /// registered, so the handler never leaves a temp file it did not know of. The guard comes
     /// first: bound as `let (guard, tmp)`, the temp file is dropped (removed) before the guard.
-    pub fn create<T>(
+    pub(crate) fn create<T>(
         create: impl FnOnce() -> Result<T>,
         path_of: impl FnOnce(&T) -> &Path,
     ) -> Result<(TempFile, T)> {
@@ -101,7 +101,7 @@ impl TempFile {
 
     /// Runs `rename` (the temp file becoming the output) so that an interruption comes either before
     /// it, and the temp file is removed, or after it, and the output is complete.
-    pub fn complete<T>(self, rename: impl FnOnce() -> T) -> T {
+    pub(crate) fn complete<T>(self, rename: impl FnOnce() -> T) -> T {
         let mut st = state();
         let out = rename();
         st.temps.retain(|t| *t != self.path);

@@ -7,14 +7,14 @@
 //! to accept the image. Padding to a large size streams zeros, so a multi-GiB image costs no memory.
 
 use super::{IGNITION_AREA_LEN, LiveIsoError};
-use crate::iso9660::{IsoBuilder, IsoError, WriteOptions};
+use iso9660::{IsoBuilder, IsoError, WriteOptions};
 use serde_json::json;
 use std::io::{self, Write};
 
 /// Volume label; as on real images it also appears in the default kargs.
-pub const VOLUME_ID: &str = "fedora-coreos-ibi-synthetic";
+pub(crate) const VOLUME_ID: &str = "fedora-coreos-ibi-synthetic";
 /// The pristine kargs of every synthetic image, FCOS-shaped.
-pub const DEFAULT_KARGS: &str = "mitigations=auto,nosmt coreos.liveiso=fedora-coreos-ibi-synthetic ignition.firstboot ignition.platform.id=metal";
+pub(crate) const DEFAULT_KARGS: &str = "mitigations=auto,nosmt coreos.liveiso=fedora-coreos-ibi-synthetic ignition.firstboot ignition.platform.id=metal";
 /// Slot sizes of the real x86_64 and s390x images.
 const X86_SLOT_SIZE: usize = 1139;
 const S390X_SLOT_SIZE: usize = 896;
@@ -89,7 +89,7 @@ impl SyntheticIso {
     }
 
     /// The pristine kargs: [`DEFAULT_KARGS`] with this image's volume ID.
-    pub fn default_kargs(&self) -> String {
+    pub(crate) fn default_kargs(&self) -> String {
         DEFAULT_KARGS.replace(VOLUME_ID, &self.volume_id)
     }
 

@@ -11,6 +11,7 @@ mod ignition;
 mod initrd;
 mod kargs;
 mod patch;
+#[cfg(any(test, feature = "test-support"))]
 pub mod synthetic;
 pub use ignition::{IgnInfo, find_ignition_area, parse_igninfo};
 pub use initrd::{decode_ignition, encode_ignition, encode_ignition_compact, is_pristine};
@@ -19,8 +20,7 @@ pub use kargs::{
     read_kargs,
 };
 pub use patch::{
-    Patch, PatchedReader, apply_patches, copy_with_patches, overlay, read_patched_at,
-    validate_patches,
+    Patch, PatchedReader, copy_with_patches, overlay, read_patched_at, validate_patches,
 };
 
 pub use embed::{EmbedArea, IGNITION_AREA_LEN, is_customized, read_area};

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use super::digest::hex;
 
 /// Random bytes in a token: 128 bits, out of reach of guessing.
-pub const TOKEN_BYTES: usize = 16;
+pub(crate) const TOKEN_BYTES: usize = 16;
 
 /// A new token, `2 * TOKEN_BYTES` hex characters.
 pub fn new_token() -> Result<String> {

@@ -61,12 +61,6 @@ pub fn copy_with_patches(
     write_patches(dst, patches)
 }
 
-/// Writes `patches` into `file` in place (coreos-installer's mode without `-o`).
-pub fn apply_patches(file: &File, patches: &[Patch]) -> io::Result<()> {
-    check_patches(patches, file.metadata()?.len())?;
-    write_patches(file, patches)
-}
-
 fn write_patches(file: &File, patches: &[Patch]) -> io::Result<()> {
     for p in patches {
         file.write_all_at(&p.data, p.offset)?;
@@ -285,7 +279,6 @@ mod tests {
             let err = copy_with_patches(&src, &dst, &patches, &mut |_| {}).unwrap_err();
             assert!(err.to_string().contains(want), "{err}");
             assert_eq!(contents(&dst), b"keep");
-            assert!(apply_patches(&src, &patches).is_err());
         }
         assert_eq!(contents(&src), [1u8; 100]);
     }
@@ -330,20 +323,5 @@ mod tests {
             read_patched_at(&src, &patches, off as u64, &mut buf).unwrap();
             assert_eq!(buf, whole[off..off + len], "window {off}+{len}");
         }
-    }
-
-    #[test]
-    fn applies_in_place() {
-        let f = file_with(&[0u8; 16]);
-        apply_patches(
-            &f,
-            &[Patch {
-                offset: 4,
-                data: b"hi".to_vec(),
-            }],
-        )
-        .unwrap();
-        assert_eq!(&contents(&f)[..8], b"\0\0\0\0hi\0\0");
-        assert_eq!(contents(&f).len(), 16);
     }
 }

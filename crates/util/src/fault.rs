@@ -8,14 +8,15 @@
 //! BMC jobs' points are `bmc-boot`, `bmc-eject`, `bmc-boot-disk` and `bmc-check`, once the System is
 //! found; their subject is the BMC's address.
 
-use std::time::Duration;
-
 /// The variable naming the points that panic.
-pub const PANIC_VAR: &str = "IBI_FAULT_PANIC";
+#[cfg(feature = "fault-injection")]
+pub(crate) const PANIC_VAR: &str = "IBI_FAULT_PANIC";
 /// The variable naming the points that hang.
-pub const HANG_VAR: &str = "IBI_FAULT_HANG";
+#[cfg(feature = "fault-injection")]
+pub(crate) const HANG_VAR: &str = "IBI_FAULT_HANG";
 /// How long a point hangs: longer than any test waits.
-pub const HANG: Duration = Duration::from_secs(900);
+#[cfg(feature = "fault-injection")]
+pub(crate) const HANG: std::time::Duration = std::time::Duration::from_secs(900);
 
 /// Panics when [`PANIC_VAR`] names `point` for `subject`, hangs when [`HANG_VAR`] does (feature
 /// `fault-injection` only).
@@ -38,7 +39,7 @@ pub fn point(point: &str, subject: &str) {
 pub fn point(_point: &str, _subject: &str) {}
 
 /// Whether `spec` (the variable's value) names `point` for `subject`.
-#[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
+#[cfg(any(test, feature = "fault-injection"))]
 fn wants(spec: &str, point: &str, subject: &str) -> bool {
     spec.split(',').any(|one| {
         one.split_once('@')

@@ -15,5 +15,7 @@ pub mod secret;
 pub mod summary;
 pub mod text;
 pub mod token;
+#[allow(unsafe_code)] // libyaml's scanner, run alone (see the module)
 pub mod yaml;
+#[allow(unsafe_code)] // libyaml's event stream, for the keys' lines (see the module)
 pub mod yaml_lines;

@@ -1,6 +1,6 @@
 //! What can go wrong with a live ISO's embed areas.
 
-use crate::iso9660::IsoError;
+use iso9660::IsoError;
 
 /// What can go wrong locating, reading or writing the embed areas. Callers branch on the kind
 /// (`NotCoreOs` versus a corrupt descriptor, `TooLarge` to tell the user what to trim).

@@ -2,11 +2,11 @@
 //! layout, embedding and changing kargs without touching other bytes, and the descriptor errors.
 
 use super::*;
-use crate::iso9660::IsoReader;
-use crate::live_iso::{
+use crate::{
     EmbedArea, Patch, decode_ignition, encode_ignition, encode_kargs, find_ignition_area,
     find_kargs, is_customized, read_kargs,
 };
+use iso9660::IsoReader;
 use std::io::Cursor;
 
 fn apply(image: &mut [u8], patches: &[Patch]) {
@@ -16,7 +16,7 @@ fn apply(image: &mut [u8], patches: &[Patch]) {
     }
 }
 
-fn locate(image: &[u8]) -> (EmbedArea, Option<crate::live_iso::KargsAreas>) {
+fn locate(image: &[u8]) -> (EmbedArea, Option<crate::KargsAreas>) {
     let mut iso = IsoReader::open(Cursor::new(image)).unwrap();
     (
         find_ignition_area(&mut iso).unwrap(),
@@ -111,11 +111,11 @@ fn embedding_and_kargs_touch_only_their_ranges() {
 
 #[test]
 fn plain_iso_is_not_coreos() {
-    let mut b = crate::iso9660::IsoBuilder::new();
+    let mut b = iso9660::IsoBuilder::new();
     b.add_file("images/pxeboot/vmlinuz", b"k".to_vec(), 0o644)
         .unwrap();
     let mut image = Vec::new();
-    let opts = crate::iso9660::WriteOptions {
+    let opts = iso9660::WriteOptions {
         volume_id: "x".into(),
         timestamp: 0,
     };
@@ -128,12 +128,12 @@ fn plain_iso_is_not_coreos() {
 
 /// An image with `igninfo.json` set to `info` beside a 1000-byte `images/x.img`.
 fn with_igninfo(info: &str) -> Result<EmbedArea, LiveIsoError> {
-    let mut b = crate::iso9660::IsoBuilder::new();
+    let mut b = iso9660::IsoBuilder::new();
     b.add_file("coreos/igninfo.json", info.as_bytes().to_vec(), 0o644)
         .unwrap();
     b.add_file("images/x.img", vec![1; 1000], 0o644).unwrap();
     let mut image = Vec::new();
-    let opts = crate::iso9660::WriteOptions {
+    let opts = iso9660::WriteOptions {
         volume_id: "x".into(),
         timestamp: 0,
     };

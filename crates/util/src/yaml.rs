@@ -9,7 +9,7 @@
 use std::mem::MaybeUninit;
 
 /// serde_yaml_ng's recursion limit: nothing nested deeper can decode anyway.
-pub const MAX_FLOW_DEPTH: usize = 128;
+pub(crate) const MAX_FLOW_DEPTH: usize = 128;
 
 /// An error when the YAML `input` nests flow collections deeper than [`MAX_FLOW_DEPTH`], naming where.
 pub fn check_flow_depth(input: &[u8]) -> Result<(), String> {

@@ -2,7 +2,7 @@
 
 use super::error::LiveIsoError;
 use super::initrd::is_pristine;
-use crate::iso9660::{BLOCK_SIZE, Entry, IsoError, IsoReader};
+use iso9660::{BLOCK_SIZE, Entry, IsoError, IsoReader};
 use std::io::{Read, Seek, SeekFrom};
 
 /// The Ignition area of every known CoreOS image: cosa's `initrd_ignition_padding`.

@@ -133,7 +133,7 @@ where
     sweep_stale_temps(dir, &name);
     // Created and registered with the interrupt handler in one step: a signal between the two
     // would leave a temp file the handler does not know of.
-    let (guard, mut tmp) = crate::util::interrupt::TempFile::create(
+    let (guard, mut tmp) = crate::interrupt::TempFile::create(
         || {
             tempfile::Builder::new()
                 .prefix(&temp_prefix(&name, std::process::id()))
@@ -179,8 +179,12 @@ fn sweep_stale_temps(dir: &Path, name: &str) {
         }
         let path = entry.path();
         match fs::remove_file(&path) {
-            Ok(()) => tracing::info!("removed {}, left by an interrupted run", path.display()),
-            Err(e) => tracing::warn!("cannot remove the stale {}: {e}", path.display()),
+            Ok(()) => {
+                tracing::info!(target: "ibi::util::fs", "removed {}, left by an interrupted run", path.display())
+            }
+            Err(e) => {
+                tracing::warn!(target: "ibi::util::fs", "cannot remove the stale {}: {e}", path.display())
+            }
         }
     }
 }
@@ -244,7 +248,8 @@ pub fn ensure_dir(dir: &Path, mode: u32) -> Result<()> {
 }
 
 /// The entry names in `dir`, sorted: what tests compare a directory's listing with.
-#[cfg(test)]
+#[cfg(any(test, feature = "test-support"))]
+#[allow(clippy::unwrap_used)] // test support: a panic is how a test fails
 pub fn sorted_names(dir: &Path) -> Vec<String> {
     let mut v: Vec<_> = fs::read_dir(dir)
         .unwrap()

@@ -99,7 +99,7 @@ impl Drop for DirLock {
         let mut done = self.holder.clone();
         done.stopped = Some(unix_now());
         if let Err(e) = write_holder(&mut self.file, &done) {
-            tracing::warn!("{}: recording the stop: {e:#}", self.path.display());
+            tracing::warn!(target: "ibi::util::lock", "{}: recording the stop: {e:#}", self.path.display());
         }
         // Closing the file releases the lock.
     }
