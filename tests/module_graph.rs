@@ -22,8 +22,8 @@ const FLOORS: &[&[&str]] = &[
     &["seed"],
     &["config"],
     &["contract"],
-    // live_iso, iso9660, ignition and image_ref are crates of their own (crates/), re-exported under
-    // these names: the compiler holds their arrows, this test the arrows into them.
+    // These two floors and util are crates of their own (crates/), re-exported under these names:
+    // the compiler holds their arrows, this test the arrows into them.
     &["live_iso", "redfish", "kubeapi"],
     &["iso9660", "ignition", "image_ref"],
     &["util"],

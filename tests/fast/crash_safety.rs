@@ -197,7 +197,9 @@ fn an_interrupted_batch_prints_its_summary_so_far_and_leaves_no_temp_files() {
     let inventory = fleet.path().join("sites.yaml");
     let inventory = inventory.to_str().unwrap();
     let args = ["create", "config-image", "--dir", dir, "--sites", inventory];
-    let out = (0..5)
+    // Three small ISOs write fast: under the fast tier's parallel load a run can end before the
+    // poll sees a temp file (once, all five tries of a run missed it), so try more often.
+    let out = (0..20)
         .find_map(|_| signal_mid_write(&args, fleet.path(), rustix::process::Signal::INT))
         .expect("no temp file was ever seen");
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -15,8 +15,8 @@ use tracing::debug;
 use super::error::{ApiError, TransportFailure, classify, innermost};
 use super::kubeconfig::{Access, ClientAuth};
 use super::objects::{List, READYZ_PATH, Status};
-use crate::util::secret::Secret;
-use crate::util::text::clip;
+use util::secret::Secret;
+use util::text::clip;
 
 /// The most characters of a server's error text kept in a message.
 const MAX_DETAIL: usize = 300;
@@ -189,7 +189,7 @@ impl Client {
             v.set_sensitive(true);
             req = req.header(AUTHORIZATION, v);
         }
-        debug!(server = %self.origin, path, "GET");
+        debug!(target: "ibi::kubeapi::client", server = %self.origin, path, "GET");
         let answer = req
             .send()
             .and_then(|r| {
@@ -197,7 +197,7 @@ impl Client {
                 r.bytes().map(|b| (status, b.to_vec()))
             })
             .map_err(|e| self.transport(path, &e))?;
-        debug!(server = %self.origin, path, status = answer.0, "answer");
+        debug!(target: "ibi::kubeapi::client", server = %self.origin, path, status = answer.0, "answer");
         Ok(answer)
     }
 

@@ -16,8 +16,8 @@ use openssl::base64::decode_block;
 use reqwest::Url;
 use serde::{Deserialize, Deserializer};
 
-use crate::util::fs::read_input_file;
-use crate::util::secret::Secret;
+use util::fs::read_input_file;
+use util::secret::Secret;
 
 /// A kubeconfig, or a certificate or key file it names, is small; anything larger is not one.
 const MAX_FILE: u64 = 4 << 20;
@@ -160,8 +160,8 @@ pub(crate) enum SelectedAuth {
 
 /// Parses a kubeconfig and picks its current context (or its only one). Nothing is read from disk:
 /// files it names are read by [`load_kubeconfig`].
-pub fn parse_kubeconfig(text: &str) -> Result<Selected, KubeconfigError> {
-    crate::util::yaml::check_flow_depth(text.as_bytes()).map_err(err)?;
+pub(crate) fn parse_kubeconfig(text: &str) -> Result<Selected, KubeconfigError> {
+    util::yaml::check_flow_depth(text.as_bytes()).map_err(err)?;
     let raw: RawConfig = serde_yaml_ng::from_str(text).map_err(|e| err(e.to_string()))?;
     let context = pick_context(&raw)?;
     let cluster = raw

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::util::text::clip;
+use util::text::clip;
 
 /// The most characters of a BMC's own error text kept in a message: some answer with HTML pages.
 const MAX_DETAIL: usize = 300;
@@ -99,7 +99,7 @@ impl RedfishError {
 
     /// Whether the BMC named `id` (a registry-qualified message id, matched on its last part,
     /// e.g. `ActionParameterMissing`) or said `text` in its message.
-    pub fn mentions(&self, id_or_text: &str) -> bool {
+    pub(crate) fn mentions(&self, id_or_text: &str) -> bool {
         match self {
             Self::Status {
                 message_ids,
@@ -118,9 +118,9 @@ impl RedfishError {
 }
 
 /// Refusals as the client makes them, for tests of the layers that word advice on them.
-#[cfg(test)]
+#[cfg(any(test, feature = "test-support"))]
 impl RedfishError {
-    pub(crate) fn refused_for_test(user_given: bool) -> Self {
+    pub fn refused_for_test(user_given: bool) -> Self {
         Self::Unauthorized {
             bmc: "https://b".into(),
             call: "GET /redfish/v1/Systems".into(),
@@ -129,7 +129,7 @@ impl RedfishError {
         }
     }
 
-    pub(crate) fn untrusted_for_test(ca_given: bool) -> Self {
+    pub fn untrusted_for_test(ca_given: bool) -> Self {
         Self::Tls {
             bmc: "https://b".into(),
             call: "GET /redfish/v1/".into(),
@@ -141,7 +141,7 @@ impl RedfishError {
 
 /// The message ids and the readable text of a Redfish error body (`{"error": {"message",
 /// "@Message.ExtendedInfo": [{"MessageId", "Message"}]}}`), else the body's start as text.
-pub fn error_details(body: &[u8]) -> (Vec<String>, String) {
+pub(crate) fn error_details(body: &[u8]) -> (Vec<String>, String) {
     let Ok(v) = serde_json::from_slice::<Value>(body) else {
         let text = String::from_utf8_lossy(body);
         return (Vec::new(), truncate(text.trim()));

@@ -10,11 +10,8 @@ mod objects;
 
 pub use client::{Client, ClientOptions, Health};
 pub use error::ApiError;
-pub use kubeconfig::{
-    Access, ClientAuth, KubeconfigError, Selected, load_kubeconfig, parse_kubeconfig,
-};
+pub use kubeconfig::{Access, ClientAuth, KubeconfigError, Selected, load_kubeconfig};
 pub use objects::{
     ClusterVersion, ClusterVersionSpec, ClusterVersionStatus, Condition, ConfigMap, List, Node,
-    NodeStatus, ObjectMeta, READYZ_PATH, Release, Status, cluster_version_path, config_map_path,
-    nodes_path,
+    NodeStatus, ObjectMeta, Release, Status, cluster_version_path, config_map_path, nodes_path,
 };

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::util::text::{clip, escape_control};
+use util::text::{clip, escape_control};
 
 /// How much of a value the schema does not name is kept for a message.
 const MAX_OTHER_STATE: usize = 40;
@@ -83,7 +83,7 @@ redfish_enum! {
 
 impl BootTarget {
     /// A target that boots a CD (what an earlier boot's override may have left).
-    pub fn is_cd(&self) -> bool {
+    pub(crate) fn is_cd(&self) -> bool {
         matches!(self, BootTarget::Cd | BootTarget::UsbCd | BootTarget::Dvd)
     }
 }
@@ -102,14 +102,14 @@ pub struct Link {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
-pub struct Collection {
+pub(crate) struct Collection {
     #[serde(default)]
     pub members: Vec<Link>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "PascalCase")]
-pub struct ServiceRoot {
+pub(crate) struct ServiceRoot {
     pub systems: Option<Link>,
 }
 
@@ -200,13 +200,13 @@ pub struct VirtualMedia {
 }
 
 /// Decodes a resource, naming what was expected when it does not fit.
-pub fn decode<T: DeserializeOwned>(body: &Value, what: &str) -> Result<T, String> {
+pub(crate) fn decode<T: DeserializeOwned>(body: &Value, what: &str) -> Result<T, String> {
     serde_json::from_value(body.clone()).map_err(|e| format!("not a {what}: {e}"))
 }
 
 /// Whether a resource is a ComputerSystem, by type or, for BMCs that omit `@odata.type`, by the
 /// properties only a system has.
-pub fn is_system(body: &Value) -> bool {
+pub(crate) fn is_system(body: &Value) -> bool {
     match body.get("@odata.type").and_then(Value::as_str) {
         Some(t) => t.contains("ComputerSystem."),
         None => body.get("PowerState").is_some() && body.get("Boot").is_some(),

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use tracing::{debug, warn};
 
 use super::error::{RedfishError, error_details};
-use crate::util::secret::{Secret, scrub};
-use crate::util::text::escape_control;
+use util::secret::{Secret, scrub};
+use util::text::escape_control;
 
 /// The Redfish session header (DSP0266 "Session login").
 const AUTH_TOKEN_HEADER: &str = "X-Auth-Token";
@@ -206,7 +206,11 @@ impl Client {
 
     /// One GET bounded by `timeout`, without retries or a new login: a look taken on the way out
     /// of a failure, which must not add minutes to it.
-    pub fn get_once(&mut self, path: &str, timeout: Duration) -> Result<Reply, RedfishError> {
+    pub(crate) fn get_once(
+        &mut self,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<Reply, RedfishError> {
         self.ensure_auth()?;
         self.send_once(&Method::GET, path, None, None, timeout, true)
             .map_err(Failure::into_error)
@@ -219,7 +223,7 @@ impl Client {
     }
 
     /// As [`Client::post`], with a bound of its own (an insert during which the BMC downloads).
-    pub fn post_with_timeout(
+    pub(crate) fn post_with_timeout(
         &mut self,
         path: &str,
         body: &Value,
@@ -273,8 +277,8 @@ impl Client {
         };
         let uri = uri.clone();
         match self.send_once(&Method::DELETE, &uri, None, None, LOGOUT_TIMEOUT, true) {
-            Ok(_) => debug!(bmc = %self.origin, "session deleted"),
-            Err(f) => warn!(
+            Ok(_) => debug!(target: "ibi::redfish::client", bmc = %self.origin, "session deleted"),
+            Err(f) => warn!(target: "ibi::redfish::client",
                 "{}could not delete the session: {}",
                 self.opts.prefix(),
                 f.into_error()
@@ -311,7 +315,7 @@ impl Client {
                     // The BMC closed the kept-alive connection as the request reached it, so it
                     // never read it: once more at once; the pool has dropped that connection.
                     stale_retried = true;
-                    debug!("{err}: the reused connection had been closed; again on a new one");
+                    debug!(target: "ibi::redfish::client", "{err}: the reused connection had been closed; again on a new one");
                 }
                 Err(Failure::Unauthorized(_))
                     if matches!(self.auth, Auth::Session { .. }) && !logged_in_again =>
@@ -326,7 +330,7 @@ impl Client {
                 {
                     attempt += 1;
                     let wait = self.opts.retry.delay(attempt, retry_after);
-                    warn!(
+                    warn!(target: "ibi::redfish::client",
                         "{}{err}; try {attempt} of {} in {wait:?}",
                         self.opts.prefix(),
                         self.opts.retry.attempts
@@ -351,7 +355,7 @@ impl Client {
             Ok(None) => Auth::Basic,
             Err(e @ (RedfishError::Tls { .. } | RedfishError::Timeout { .. })) => return Err(e),
             Err(e) => {
-                debug!("session login failed ({e}); using Basic auth");
+                debug!(target: "ibi::redfish::client", "session login failed ({e}); using Basic auth");
                 Auth::Basic
             }
         };
@@ -380,7 +384,7 @@ impl Client {
             return Ok(None);
         };
         let uri = reply.location.clone().or_else(|| odata_id(&reply.body));
-        debug!(bmc = %self.origin, "logged in with a session");
+        debug!(target: "ibi::redfish::client", bmc = %self.origin, "logged in with a session");
         self.redact.push(token.clone());
         Ok(Some(Auth::Session { token, uri }))
     }
@@ -451,7 +455,7 @@ impl Client {
         if authenticated {
             req = self.authorize(req);
         }
-        debug!(bmc = %self.origin, %call, "redfish request");
+        debug!(target: "ibi::redfish::client", bmc = %self.origin, %call, "redfish request");
         let opened = self.opened.load(Ordering::Relaxed);
         self.sent.fetch_add(1, Ordering::Relaxed);
         let resp = req

@@ -183,7 +183,7 @@ pub fn power_state_once(c: &mut Client, sys: &System, timeout: Duration) -> Resu
 /// for up to a minute after power-off).
 pub fn reset(c: &mut Client, sys: &System, want: Power, patience: &Patience) -> Result<()> {
     if want.is(power_state(c, sys)?.as_ref()) {
-        debug!("power already {}", want.as_str());
+        debug!(target: "ibi::redfish::system", "power already {}", want.as_str());
         return Ok(());
     }
     let action = sys.data.actions.reset.as_ref().ok_or_else(|| {
@@ -212,7 +212,7 @@ pub fn reset(c: &mut Client, sys: &System, want: Power, patience: &Patience) -> 
     loop {
         match c.post(&target, &body) {
             Err(e) if e.status() == Some(409) && tries < patience.busy_tries => {
-                info!("{e}; asking again in {:?}", patience.busy_delay);
+                info!(target: "ibi::redfish::system", "{e}; asking again in {:?}", patience.busy_delay);
                 tries += 1;
                 sleep(patience.busy_delay);
             }
@@ -308,7 +308,7 @@ pub fn set_boot_override(
                     .and_then(RedfishError::status)
                     == Some(400) =>
         {
-            debug!("boot override refused ({e:#}); again without BootSourceOverrideEnabled");
+            debug!(target: "ibi::redfish::system", "boot override refused ({e:#}); again without BootSourceOverrideEnabled");
             if let Some(b) = boot.as_object_mut() {
                 b.remove("BootSourceOverrideEnabled");
             }
@@ -349,7 +349,7 @@ pub fn clear_cd_override(
         match patch_boot(c, sys, &body, patience) {
             Ok(()) => return Ok(Some("cleared")),
             Err(e) => {
-                debug!("clearing the override was refused ({e:#}); setting a one-time disk boot")
+                debug!(target: "ibi::redfish::system", "clearing the override was refused ({e:#}); setting a one-time disk boot")
             }
         }
     }
@@ -367,7 +367,7 @@ fn patch_boot(c: &mut Client, sys: &System, boot: &Value, patience: &Patience) -
         let r = c.patch(&sys.path, &body, sys.etag.as_deref());
         match r {
             Err(e) if e.mentions(DURING_POST) && tries < patience.post_tries => {
-                info!("{e}; asking again in {delay:?}");
+                info!(target: "ibi::redfish::system", "{e}; asking again in {delay:?}");
                 sleep(delay);
                 delay = delay.saturating_mul(2);
                 tries += 1;
@@ -409,7 +409,7 @@ fn last_segment(path: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::redfish::model::Boot;
+    use crate::model::Boot;
 
     fn system_with(allowed: Option<&[&str]>) -> System {
         let mut data: ComputerSystem =

@@ -13,7 +13,7 @@ use super::client::Client;
 use super::error::RedfishError;
 use super::model::{Collection, VirtualMedia, decode};
 use super::system::System;
-use crate::util::secret::Secret;
+use util::secret::Secret;
 
 const MEDIA_CD: &str = "CD";
 const MEDIA_DVD: &str = "DVD";
@@ -49,7 +49,9 @@ pub fn find_cd_slots(c: &mut Client, sys: &System) -> Result<Vec<Slot>> {
                     .and_then(Value::as_str)
                     .map(str::to_string),
             ),
-            Err(e) => debug!("skipping manager {}: {e}", manager.id),
+            Err(e) => {
+                debug!(target: "ibi::redfish::vmedia", "skipping manager {}: {e}", manager.id)
+            }
         }
     }
     for place in &places {
@@ -61,7 +63,7 @@ pub fn find_cd_slots(c: &mut Client, sys: &System) -> Result<Vec<Slot>> {
                     .and_then(RedfishError::status)
                     == Some(404) =>
             {
-                debug!("skipping {place}: {e:#}");
+                debug!(target: "ibi::redfish::vmedia", "skipping {place}: {e:#}");
                 continue;
             }
             Err(e) => return Err(e),
@@ -90,7 +92,7 @@ fn slots_in(c: &mut Client, collection: &str) -> Result<Vec<Slot>> {
     members.iter().map(|m| read_slot(c, &m.id)).collect()
 }
 
-pub fn read_slot(c: &mut Client, path: &str) -> Result<Slot> {
+pub(crate) fn read_slot(c: &mut Client, path: &str) -> Result<Slot> {
     let reply = c.get(path)?;
     let data = decode(&reply.body, "VirtualMedia")
         .map_err(|e| anyhow!("BMC {}: GET {path}: {e}", c.origin()))?;
@@ -127,7 +129,7 @@ pub fn eject(c: &mut Client, slot: &Slot) -> Result<()> {
             if slot.data.inserted == Some(false)
                 && e.status().is_some_and(|s| (400..500).contains(&s)) =>
         {
-            debug!("ejecting the empty {}: {e}", slot.path());
+            debug!(target: "ibi::redfish::vmedia", "ejecting the empty {}: {e}", slot.path());
             Ok(())
         }
         r => r.with_context(|| format!("ejecting {}", slot.path())),
@@ -179,7 +181,7 @@ pub fn insert(c: &mut Client, slot: &Slot, image: &Secret, timeout: Duration) ->
         match c.post_with_timeout(&target, &body, timeout) {
             Ok(_) => return Ok(()),
             Err(e) if body_was_refused(&e) => {
-                info!("{e}; trying another insert body");
+                info!(target: "ibi::redfish::vmedia", "{e}; trying another insert body");
                 last = Some(e);
             }
             Err(e) => {

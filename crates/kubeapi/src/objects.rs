@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 /// kube-apiserver's readiness endpoint: `ok` with 200 when every check passes, else 500 and one
 /// `[-]check failed` line per failing check.
-pub const READYZ_PATH: &str = "/readyz";
+pub(crate) const READYZ_PATH: &str = "/readyz";
 
 /// `config.openshift.io/v1` ClusterVersion, cluster-scoped.
 pub fn cluster_version_path(name: &str) -> String {
@@ -55,7 +55,7 @@ pub struct Condition {
 }
 
 /// The condition of `type_` in `conditions`, if any.
-pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+pub(crate) fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
 }
 
