@@ -144,7 +144,7 @@ pub struct CreateHubManifestsOpts {
     #[arg(
         long,
         value_name = "NAMESPACE",
-        default_value = "open-cluster-management"
+        default_value = crate::hub::objects::DEFAULT_TEMPLATES_NAMESPACE
     )]
     pub templates_namespace: String,
     /// Write the Secrets as templates with their data left out (for sealed-secrets or

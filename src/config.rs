@@ -54,16 +54,12 @@ pub use installation::{
 };
 pub use installation_template::IMAGE_BASED_INSTALLATION_CONFIG_TEMPLATE;
 pub use inventory::{
-    BOOT_MODES, Inventory, Nic, RootDeviceHints, SiteEntry, is_mac, load_inventory,
-    load_inventory_with_findings, parse_inventory,
+    BOOT_MODES, Inventory, Nic, RootDeviceHints, SiteEntry, is_mac, load_inventory_with_findings,
 };
 pub use inventory_bmc::BmcEntry;
 pub use inventory_locate::{locate as locate_site_finding, site_inputs as check_site_inputs};
 pub use inventory_render::{FleetBase, SiteFiles, check_site, load_fleet_base};
-pub use lca_versions::{
-    MinorVersion, VERSIONED_KEYS, VersionedKey, markdown_table as versioned_keys_table,
-    parse_minor_version,
-};
+pub use lca_versions::{MinorVersion, VERSIONED_KEYS, VersionedKey, parse_minor_version};
 pub use manifests::{EXTRA_MANIFESTS_DIR, ExtraManifest, load_extra_manifests};
 pub use net::{is_dns1123_label, is_dns1123_subdomain};
 pub use rules::decoded_user_password;

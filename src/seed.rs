@@ -13,14 +13,15 @@ pub mod registry;
 
 pub use lines::{
     CA_TRUST_RACE, DefectId, Exposure, MACHINE_NETWORKS_SINCE, NEGATIVE_START_FIXED,
-    ONE_SHOT_SINCE, Pairing, PairingInputs, SEED_DEFECTS, SEED_LINES, SFDISK_SINCE, SeedDefect,
-    SeedEvidence, SeedLine, coreos_stream, defect_warnings, exposure, host_rhel, live_iso_pairing,
-    seed_lines_table,
+    ONE_SHOT_SINCE, Pairing, PairingInputs, SEED_DEFECTS, SFDISK_SINCE, SeedDefect, SeedEvidence,
+    coreos_stream, defect_warnings, exposure, host_rhel, live_iso_pairing,
 };
 
+#[cfg(any(test, feature = "test-support"))]
+pub use image::inspect_seed_text;
 pub use image::{
     SEED_CLUSTER_INFO_LABEL, SEED_FORMAT_VERSION, SEED_FORMAT_VERSION_LABEL, SeedCheck,
     SeedClusterInfo, SeedExpectations, SeedFinding, SeedInfo, SeedReference, SeedTrustBundle,
-    check_seed, inspect_seed, inspect_seed_text, parse_seed_cluster_info, parse_seed_reference,
-    partition_label, registry_options, site_registry_options,
+    check_seed, inspect_seed, parse_seed_cluster_info, parse_seed_reference, partition_label,
+    registry_options, site_registry_options,
 };

@@ -25,6 +25,15 @@
 //! one-shot, run by lifecycle-agent's own lca-cli (release-4.18 and main) from the seed image.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
+// Every tier builds with all of ibi's features (tests/run passes --all-features): without `agent`,
+// `test-support` or `fault-injection` some tests would silently vanish, so refuse to build instead.
+#[cfg(not(all(
+    feature = "agent",
+    feature = "test-support",
+    feature = "fault-injection"
+)))]
+compile_error!("ibi's test tiers need every feature: run tests/run, or cargo test --all-features");
+
 mod common;
 #[cfg(feature = "agent")]
 #[path = "lab/lca.rs"]

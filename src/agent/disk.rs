@@ -15,8 +15,10 @@ mod table;
 pub use device::{
     LoopDevice, PartitionDevice, kernel_partition_device, losetup_attach_args, release_loop,
 };
+#[cfg(any(test, feature = "test-support"))]
+pub use fs::Mount;
 pub use fs::{
-    Mount, mkfs_xfs, mkfs_xfs_args, mount, mount_args, umount_args, xfs_growfs, xfs_growfs_args,
+    mkfs_xfs, mkfs_xfs_args, mount, mount_args, umount_args, xfs_growfs, xfs_growfs_args,
 };
 pub use spec::{
     GrowPlan, RangeError, StartSpec, extra_partition_range, grow_plan, parse_partition_start,

@@ -20,6 +20,6 @@ mod site_config;
 mod targets;
 pub use cleanup::{dm_deps_on, dm_names, physical_volumes_on, raid_arrays_on, volume_groups_on};
 pub use host_unit::{FETCH_CONFIG_UNIT, FETCH_CONFIG_UNIT_NAME, WANTED_BY, install_host_unit};
-pub use targets::{Layout, Targets, is_mount_point};
+pub use targets::{Layout, Targets};
 
 pub use run::{InstallOptions, install};

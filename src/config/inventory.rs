@@ -33,19 +33,9 @@ fn site_finding(f: &mut Findings, site: &SiteEntry, key: &str, message: impl Int
     f.add_at(site.field(key), site.line(key), message);
 }
 
-/// Reads and checks an inventory; CSV when the file name ends in `.csv`, YAML otherwise. Findings
-/// come back as one [`ValidationError`] (downcast it), I/O errors name the path.
-pub fn load_inventory(path: &Path) -> anyhow::Result<Inventory> {
-    let (inventory, findings) = load_inventory_with_findings(path)?;
-    if findings.is_empty() {
-        Ok(inventory)
-    } else {
-        Err(ValidationError { findings }.into())
-    }
-}
-
-/// [`load_inventory`], returning the sites that decoded along with the findings, so the caller can
-/// check those sites too and report everything at once. An inventory with no sites to go through
+/// Reads and checks an inventory (CSV when the file name ends in `.csv`, YAML otherwise), returning
+/// the sites that decoded along with the findings, so the caller can check those sites too and
+/// report everything at once; I/O errors name the path. An inventory with no sites to go through
 /// is an error (a [`ValidationError`] for findings).
 pub fn load_inventory_with_findings(path: &Path) -> anyhow::Result<(Inventory, Vec<Finding>)> {
     let text = super::input::read_document_or_finding(path, &path.display().to_string())?;
@@ -56,6 +46,7 @@ pub fn load_inventory_with_findings(path: &Path) -> anyhow::Result<(Inventory, V
 }
 
 /// Decodes and checks an inventory; `file` names it in findings.
+#[cfg(test)]
 pub fn parse_inventory(file: &str, text: &str, csv: bool) -> Result<Inventory, ValidationError> {
     let (inventory, findings) = decode_and_check(file, text, csv)?;
     if findings.is_empty() {

@@ -166,8 +166,9 @@ fn split_top(field: &str) -> (&str, &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::FleetBase;
+    use crate::config::inventory::parse_inventory;
     use crate::config::tests::{base_install_config, render};
-    use crate::config::{FleetBase, parse_inventory};
 
     const INVENTORY: &str = "sites:
 - name: a

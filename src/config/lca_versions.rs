@@ -114,6 +114,7 @@ pub(crate) fn check(f: &mut Findings, seed_version: &str, set: &[&str]) {
 }
 
 /// The table as docs/create-image.md shows it.
+#[cfg(test)]
 pub fn markdown_table() -> String {
     let mut s = String::from(
         "| key | first lifecycle-agent version | what an older lca-cli does (`hostAgent: lca`: refused) |\n|---|---|---|\n",

@@ -58,11 +58,6 @@ struct Rendered {
     kubeconfig: String,
 }
 
-/// Builds one site's outputs in `dir`.
-pub fn build(dir: &Path, rotate_crypto: bool) -> Result<Outputs> {
-    build_checked(dir, rotate_crypto, None)
-}
-
 /// Builds one site's outputs in `dir`, after checking the site against `seed` when given.
 pub fn build_checked(
     dir: &Path,

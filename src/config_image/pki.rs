@@ -19,10 +19,11 @@ pub use password::{generate_kubeadmin_password, hash_kubeadmin_password, random_
 pub use pool::all_cores;
 
 pub use cert::CertKey;
+#[cfg(any(test, feature = "test-support"))]
+pub use crypto::generate_site_crypto;
 pub use crypto::{
     ADMIN_KUBECONFIG_CLIENT, ADMIN_KUBECONFIG_SIGNER, INGRESS_CN_PREFIX, INGRESS_OPERATOR_SIGNER,
     KUBE_APISERVER_LB_SIGNER, KUBE_APISERVER_LOCALHOST_SIGNER,
-    KUBE_APISERVER_SERVICE_NETWORK_SIGNER, SiteCrypto, generate_rsa_key, generate_site_crypto,
-    generate_site_crypto_and_hash, generate_site_crypto_and_hash_with_threads,
-    kube_apiserver_ca_bundle, verify_site_crypto,
+    KUBE_APISERVER_SERVICE_NETWORK_SIGNER, SiteCrypto, generate_rsa_key,
+    generate_site_crypto_and_hash_with_threads, kube_apiserver_ca_bundle, verify_site_crypto,
 };

@@ -39,7 +39,7 @@ pub struct Identity {
     pub crypto: SiteCrypto,
 }
 
-/// How `load_or_create` got the identity, for the log and the tests.
+/// How `load_or_create_with_threads` got the identity, for the log and the tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
     Created,
@@ -60,13 +60,9 @@ pub struct SiteState {
     pub dirty: bool,
 }
 
-/// Returns the stored identity (checked) or makes a new one. Writes nothing: the caller renders
-/// every output first and calls [`save`] only when that succeeded.
-pub fn load_or_create(dir: &Path, cluster_name: &str, rotate_crypto: bool) -> Result<SiteState> {
-    load_or_create_with_threads(dir, cluster_name, rotate_crypto, pki::all_cores())
-}
-
-/// Like [`load_or_create`], generating any new keys on at most `threads` threads.
+/// Returns the stored identity (checked) or makes a new one, generating any new keys on at most
+/// `threads` threads. Writes nothing: the caller renders every output first and calls [`save`] only
+/// when that succeeded.
 pub fn load_or_create_with_threads(
     dir: &Path,
     cluster_name: &str,

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::agent_status::{RunState, Status};
+use super::agent_status::Status;
 use crate::util::secret::Secret;
 
 /// Where the installation ISO's Ignition writes the report settings (0600: it holds the token).
@@ -34,10 +34,6 @@ pub const DEFAULT_ATTEMPTS: u32 = 30;
 pub const DEFAULT_DELAY_SECONDS: u64 = 10;
 /// The install unit whose journal `hostAgent: ibi` reports carry.
 pub const IBI_INSTALL_UNIT: &str = "ibi-agent-install.service";
-/// The install unit whose end `hostAgent: lca` reports (the installer's unit).
-pub const LCA_INSTALL_UNIT: &str = "install-rhcos-and-restore-seed.service";
-/// The step name of `hostAgent: lca` reports: lca-cli's steps are not visible from outside it.
-pub const LCA_STEP: &str = "install-rhcos-and-restore-seed";
 /// Where Linux shows the SMBIOS system UUID (the Redfish `UUID` of the System).
 pub const PRODUCT_UUID_PATH: &str = "/sys/class/dmi/id/product_uuid";
 /// This boot's ID: two reports with the same one come from the same install attempt.
@@ -109,8 +105,9 @@ pub struct HostReport {
 
 impl HostReport {
     /// Whether this report says the install succeeded.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn succeeded(&self) -> bool {
-        self.finished && self.status.state == RunState::Done
+        self.finished && self.status.state == super::agent_status::RunState::Done
     }
 
     /// The server's bounds on a report it keeps; the message names the field, never its value.

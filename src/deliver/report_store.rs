@@ -12,7 +12,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::contract::host_report::HostReport;
@@ -62,6 +62,7 @@ impl ReportStore {
         Ok(store)
     }
 
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -124,6 +125,7 @@ pub fn supersedes(newer: &HostReport, older: &HostReport) -> bool {
 
 /// Every report in `dir`'s store, in the order received; none when there is no store. A damaged line
 /// is an error ([`load_reports_checked`] reads past it).
+#[cfg(test)]
 pub fn load_reports(dir: &Path) -> Result<Vec<StoredReport>> {
     let path = dir.join(REPORTS_FILE);
     match read_store(&path)? {
@@ -159,10 +161,11 @@ pub struct DamagedLine {
 }
 
 /// Parses a store's bytes; `name` names it in errors. The first damaged line is an error.
+#[cfg(test)]
 pub fn parse_reports(name: &str, bytes: &[u8]) -> Result<Vec<StoredReport>> {
     let (reports, damaged) = parse_reports_checked(bytes);
     match damaged.first() {
-        Some(d) => bail!(
+        Some(d) => anyhow::bail!(
             "{name}: line {}: {}; the store is damaged",
             d.line,
             d.problem

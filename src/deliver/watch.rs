@@ -12,6 +12,6 @@ mod run;
 pub use crate::config_image::marker::Expected;
 pub use judge::{Check, Facts, Fetched, Verdicts, judge};
 pub use run::{
-    DEFAULT_INTERVAL, DEFAULT_TIMEOUT, Event, Milestone, MilestoneState, NotReady, Outcome,
-    WatchRequest, Watcher, one_shot_expected, watch,
+    DEFAULT_TIMEOUT, Event, Milestone, MilestoneState, NotReady, Outcome, WatchRequest, Watcher,
+    one_shot_expected, watch,
 };

@@ -173,6 +173,7 @@ pub fn inspect_seed(
 }
 
 /// Parses `text` and inspects it. Every error already names the reference (and the registry).
+#[cfg(any(test, feature = "test-support"))]
 pub fn inspect_seed_text(
     text: &str,
     architecture: &str,

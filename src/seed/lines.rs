@@ -55,6 +55,7 @@ pub const SFDISK_SINCE: (&str, Day) = ("a1ce5991e", "2026-06-18");
 pub const NEGATIVE_START_FIXED: (&str, Day) = ("66bd55bb4", "2026-07-22");
 
 /// One line of seeds: what the lifecycle-agent of an OpenShift `major.minor` does on the live ISO.
+#[cfg(test)]
 pub struct SeedLine {
     pub line: MinorVersion,
     /// The lifecycle-agent branch the seed's `lca-cli` is built from.
@@ -69,6 +70,7 @@ const fn v(major: u32, minor: u32) -> MinorVersion {
 
 /// The seed lines ibi knows, oldest first (lifecycle-agent @ 0e1bf182, 2026-08-22). 4.23 is absent:
 /// no lifecycle-agent branch for it was found.
+#[cfg(test)]
 pub const SEED_LINES: &[SeedLine] = &[
     SeedLine {
         line: v(4, 16),
@@ -481,6 +483,7 @@ fn rhel10_lca(p: &PairingInputs<'_>) -> Pairing {
 }
 
 /// The seed lines as docs/create-image.md shows them.
+#[cfg(test)]
 pub fn seed_lines_table() -> String {
     let mut s = String::from(
         "| seed line | lifecycle-agent branch | host and live ISO | `lca-cli ibi` makes the extra partition with | ca-trust race fixed in |\n|---|---|---|---|---|\n",

@@ -3,6 +3,15 @@
 //! `tests/module_graph.rs`; a test that needs more goes in `tests/tools/` or `tests/root/`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is how they fail
 
+// Every tier builds with all of ibi's features (tests/run passes --all-features): without `agent`,
+// `test-support` or `fault-injection` some tests would silently vanish, so refuse to build instead.
+#[cfg(not(all(
+    feature = "agent",
+    feature = "test-support",
+    feature = "fault-injection"
+)))]
+compile_error!("ibi's test tiers need every feature: run tests/run, or cargo test --all-features");
+
 #[path = "../common/mod.rs"]
 mod common;
 

@@ -30,6 +30,7 @@ pub struct LoopDevice {
 
 impl LoopDevice {
     /// Attaches the whole of `file` (an image or a block device).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn attach(file: &Path) -> Result<LoopDevice> {
         Self::attach_argv(&losetup_attach_args(file, None), file)
     }
@@ -164,6 +165,7 @@ impl PartitionDevice {
     }
 
     /// Whether this is a loop device over the partition's range (rather than the kernel's).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn is_loop(&self) -> bool {
         self.loop_dev.is_some()
     }

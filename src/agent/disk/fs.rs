@@ -4,10 +4,10 @@
 //! target mounted under a busy directory.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, ensure};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use crate::agent::cmd;
 
@@ -50,12 +50,14 @@ pub fn xfs_growfs_args(mountpoint: &Path) -> Vec<OsString> {
 }
 
 /// A mounted filesystem, unmounted when dropped.
+#[cfg(any(test, feature = "test-support"))]
 #[derive(Debug)]
 pub struct Mount {
-    target: PathBuf,
+    target: std::path::PathBuf,
     mounted: bool,
 }
 
+#[cfg(any(test, feature = "test-support"))]
 impl Mount {
     /// Mounts `source` on `target` (which must exist), with an optional type and `-o` options.
     pub fn new(
@@ -85,6 +87,7 @@ impl Mount {
     }
 }
 
+#[cfg(any(test, feature = "test-support"))]
 impl Drop for Mount {
     fn drop(&mut self) {
         if !self.mounted {
@@ -93,9 +96,9 @@ impl Drop for Mount {
         let Err(e) = cmd::run(&umount_args(&self.target, false)) else {
             return;
         };
-        warn!(target = %self.target.display(), "unmounting: {e:#}; detaching lazily");
+        tracing::warn!(target = %self.target.display(), "unmounting: {e:#}; detaching lazily");
         if let Err(e) = cmd::run(&umount_args(&self.target, true)) {
-            warn!(target = %self.target.display(), "lazy unmount: {e:#}");
+            tracing::warn!(target = %self.target.display(), "lazy unmount: {e:#}");
         }
     }
 }

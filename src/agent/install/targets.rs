@@ -15,7 +15,7 @@ use tracing::{debug, info, warn};
 
 use crate::agent::cmd;
 use crate::agent::disk::mounts::{
-    DevNum, MountEntry, detach_idle_loops, disk_devices, read_mountinfo, thaw, unmount_tree,
+    DevNum, MountEntry, detach_idle_loops, disk_devices, thaw, unmount_tree,
 };
 use crate::agent::disk::{
     PartitionDevice, PartitionInfo, find_partition_by_label, mount, read_table, umount_args,
@@ -200,13 +200,16 @@ pub fn release_stale(layout: &Layout) -> Result<()> {
 }
 
 /// Whether `path` is a mount point, from `/proc/self/mountinfo`.
+#[cfg(test)]
 pub fn is_mount_point(path: &Path) -> Result<bool> {
     let real = match fs::canonicalize(path) {
         Ok(p) => p,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e).with_context(|| format!("resolving {}", path.display())),
     };
-    Ok(read_mountinfo()?.iter().any(|e| e.point == real))
+    Ok(crate::agent::disk::mounts::read_mountinfo()?
+        .iter()
+        .any(|e| e.point == real))
 }
 
 /// Prefix of the private directory the state probe mounts in; a killed run's probe mount is

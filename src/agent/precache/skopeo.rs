@@ -26,6 +26,7 @@ pub struct Storage {
 
 impl Storage {
     /// An overlay storage, as CRI-O on the installed host expects it.
+    #[cfg(any(test, feature = "test-support"))]
     pub fn overlay(graphroot: &Path, runroot: &Path) -> Storage {
         Storage {
             driver: "overlay".to_string(),

@@ -3,7 +3,9 @@
 //! into whatever restores them. At the end, the files that were required but absent are reported
 //! together, and the ones nobody asked for are listed for a warning.
 
-use std::collections::{BTreeMap, BTreeSet};
+#[cfg(any(test, feature = "test-support"))]
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::io::Read;
 
 use anyhow::{Result, bail};
@@ -45,7 +47,10 @@ pub enum Presence {
 pub type StreamConsumer<'h> = Box<dyn FnMut(&str, &mut (dyn Read + Send), u64) -> Result<()> + 'h>;
 
 enum Action<'h> {
-    Collect { max: u64 },
+    #[cfg(any(test, feature = "test-support"))]
+    Collect {
+        max: u64,
+    },
     Stream(StreamConsumer<'h>),
     Ignore,
 }
@@ -62,6 +67,7 @@ struct Route<'h> {
 #[derive(Default)]
 pub struct SeedFiles<'h> {
     routes: Vec<Route<'h>>,
+    #[cfg(any(test, feature = "test-support"))]
     collected: BTreeMap<String, Vec<u8>>,
     unexpected: Vec<(String, u64)>,
 }
@@ -69,12 +75,14 @@ pub struct SeedFiles<'h> {
 /// What the routing gave.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct SeedFilesOutcome {
-    /// Collected files by root-relative path.
+    /// Collected files by root-relative path (test support: ibi itself streams every file).
+    #[cfg(any(test, feature = "test-support"))]
     pub collected: BTreeMap<String, Vec<u8>>,
     /// Files no route matched, with their sizes (warn about them: the seed format may have moved on).
     pub unexpected: Vec<(String, u64)>,
 }
 
+#[cfg(any(test, feature = "test-support"))]
 impl SeedFilesOutcome {
     /// The collected file `name`, which the caller routed as required.
     pub fn file(&self, name: &str) -> Result<&[u8]> {
@@ -98,7 +106,9 @@ impl<'h> SeedFiles<'h> {
         SeedFiles::default()
     }
 
-    /// Collects files matching `pattern` into memory, refusing any over `max` bytes.
+    /// Collects files matching `pattern` into memory, refusing any over `max` bytes (test support:
+    /// ibi itself streams every file, small ones through [`collect_small`]).
+    #[cfg(any(test, feature = "test-support"))]
     pub fn collect(&mut self, pattern: &str, presence: Presence, max: u64) -> &mut Self {
         self.route(pattern, presence, Action::Collect { max })
     }
@@ -140,6 +150,7 @@ impl<'h> SeedFiles<'h> {
         };
         route.matched = true;
         match &mut route.action {
+            #[cfg(any(test, feature = "test-support"))]
             Action::Collect { max } => {
                 let bytes = collect_small(path, reader, size, *max)?;
                 // A later layer's copy replaces an earlier one, as in the image's filesystem.
@@ -167,6 +178,7 @@ impl<'h> SeedFiles<'h> {
             );
         }
         Ok(SeedFilesOutcome {
+            #[cfg(any(test, feature = "test-support"))]
             collected: self.collected,
             unexpected: self.unexpected,
         })

@@ -211,6 +211,7 @@ impl StateFile {
     }
 
     /// Where the state lives.
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -103,6 +103,7 @@ impl Progress {
     }
 
     /// The current status's journal line.
+    #[cfg(test)]
     pub fn progress_line(&self) -> String {
         self.lock().status.progress_line()
     }
@@ -177,6 +178,7 @@ impl Progress {
     }
 
     /// Writes the current status now, whatever the throttle says; errors are returned, not just logged.
+    #[cfg(test)]
     pub fn flush(&self) -> Result<()> {
         let mut inner = self.lock();
         inner.write()

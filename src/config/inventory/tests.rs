@@ -1,7 +1,7 @@
 //! Tests of the batch inventory (YAML and CSV decoding, the inventory-only rules with their rendered
 //! findings) and of rendering a site's effective files from the shared base.
 
-use super::Locator;
+use super::{Locator, parse_inventory};
 use crate::config::tests::{BASE_IMAGE_BASED_CONFIG, base_install_config, render};
 use crate::config::*;
 

@@ -2,6 +2,7 @@
 
 use super::cert::CertKey;
 use super::password::hash_kubeadmin_password;
+#[cfg(any(test, feature = "test-support"))]
 use super::pool::all_cores;
 use std::num::NonZeroUsize;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -53,12 +54,13 @@ pub fn generate_rsa_key() -> Result<Rsa<Private>> {
 }
 
 /// Generates all keys and certificates of a site, valid from `now`.
+#[cfg(any(test, feature = "test-support"))]
 pub fn generate_site_crypto(now: SystemTime) -> Result<SiteCrypto> {
     Ok(generate(now, None, all_cores())?.0)
 }
 
-/// Like [`generate_site_crypto`], and hashes `password` with bcrypt as one more job of the same worker
-/// pool, so on two cores or more the hash runs while the other core finishes a keygen.
+/// [`generate_site_crypto_and_hash_with_threads`] on every core.
+#[cfg(test)]
 pub fn generate_site_crypto_and_hash(
     now: SystemTime,
     password: &str,
@@ -66,8 +68,10 @@ pub fn generate_site_crypto_and_hash(
     generate_site_crypto_and_hash_with_threads(now, password, all_cores())
 }
 
-/// Like [`generate_site_crypto_and_hash`] on at most `threads` threads: a batch that already runs one
-/// site per core passes 1, so the machine is not oversubscribed.
+/// Like [`generate_site_crypto`], and hashes `password` with bcrypt as one more job of the same worker
+/// pool (on two cores or more the hash runs while the other core finishes a keygen), on at most
+/// `threads` threads: a batch that already runs one site per core passes 1, so the machine is not
+/// oversubscribed.
 pub fn generate_site_crypto_and_hash_with_threads(
     now: SystemTime,
     password: &str,

@@ -23,10 +23,8 @@ const NOT_REACHABLE: &str = "not reachable: ";
 
 /// image-based-install-operator's default: it gives a reconfiguration an hour.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60 * 60);
-/// Between two looks: the operator looks every minute; a person at a terminal wants less.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 
-/// What to watch and for how long; [`WatchRequest::new`] gives the defaults.
+/// What to watch and for how long (`ibi watch`'s options give the defaults).
 #[derive(Debug, Clone)]
 pub struct WatchRequest {
     /// The site's directory: `auth/kubeconfig` and `imagebasedconfig.iso` as `create config-image`
@@ -39,18 +37,6 @@ pub struct WatchRequest {
     /// What the host was given, when not the site's configuration ISO as it is now (deploy's
     /// record, or a one-shot ISO's tree): the cluster is judged by it.
     pub expected: Option<Expected>,
-}
-
-impl WatchRequest {
-    /// The site's cluster, with the default timeout and interval.
-    pub fn new(site_dir: impl Into<PathBuf>) -> Self {
-        Self {
-            site_dir: site_dir.into(),
-            timeout: DEFAULT_TIMEOUT,
-            interval: DEFAULT_INTERVAL,
-            expected: None,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -193,13 +179,8 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// Reads the site's kubeconfig and what its ISO promises; looks at nothing yet.
-    pub fn open(site_dir: &std::path::Path) -> Result<Watcher> {
-        Watcher::open_expecting(site_dir, None)
-    }
-
-    /// [`Watcher::open`], judging by `expected` (what the host was given) when there is one,
-    /// else by the site's configuration ISO.
+    /// Reads the site's kubeconfig and what the host was given (`expected` when there is one, else
+    /// the site's configuration ISO), by which the cluster is judged; looks at nothing yet.
     pub fn open_expecting(
         site_dir: &std::path::Path,
         expected: Option<Expected>,

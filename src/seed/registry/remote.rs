@@ -81,6 +81,7 @@ pub enum RegistryError {
 }
 
 impl RegistryError {
+    #[cfg(any(test, feature = "test-support"))]
     pub fn is_retryable(&self) -> bool {
         matches!(self, RegistryError::Retryable { .. })
     }
