@@ -5,4 +5,9 @@
 pub mod build;
 pub mod identity;
 pub mod objects;
+mod plan;
+mod render;
 pub mod rules;
+mod write;
+pub use plan::HubOptions;
+pub use write::HubOutput;

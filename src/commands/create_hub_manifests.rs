@@ -4,7 +4,8 @@
 use anyhow::Result;
 
 use crate::cli::CreateHubManifestsOpts;
-use crate::hub::build::{HubOptions, build};
+use crate::hub::HubOptions;
+use crate::hub::build::build;
 use crate::hub::objects::SecretData;
 
 pub fn run(opts: &CreateHubManifestsOpts) -> Result<()> {
