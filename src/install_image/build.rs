@@ -142,7 +142,7 @@ fn checked_seed_image(
     opts: &BuildOptions,
 ) -> Result<(String, SeedEvidence)> {
     let reference = seed::parse_seed_reference(&cfg.seed_image).map_err(|e| {
-        let finding = finding("seedImage", e);
+        let finding = finding("seedImage", e.to_string());
         anyhow::Error::new(ValidationError {
             findings: vec![finding],
         })

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::registry::RegistryOptions;
 use crate::config::{ImageDigestSource, InstallConfig, InstallationConfig};
-use crate::image_ref::{ImageReference, parse_image_reference};
+use crate::image_ref::{ImageReference, RefError, parse_image_reference};
 
 /// The seed format label; lifecycle-agent's IBU prep handler requires [`SEED_FORMAT_VERSION`] exactly.
 pub const SEED_FORMAT_VERSION_LABEL: &str = "com.openshift.lifecycle-agent.seed_format_version";
@@ -40,24 +40,31 @@ impl fmt::Display for SeedReference {
     }
 }
 
+/// Why a text is no seed reference.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SeedRefError {
+    #[error(transparent)]
+    Image(#[from] RefError),
+    #[error("invalid seed image {0:?}: oci: needs a layout directory (oci:/path/to/layout:tag)")]
+    NoLayoutPath(String),
+    #[error("invalid seed image {0:?}: invalid tag after the layout path")]
+    LayoutTag(String),
+}
+
 /// Parses `seedImage`. `oci:PATH[:TAG]` follows containers-transports(5): the path ends at the first `:`.
-pub fn parse_seed_reference(text: &str) -> Result<SeedReference, String> {
+pub fn parse_seed_reference(text: &str) -> Result<SeedReference, SeedRefError> {
     let Some(rest) = text.strip_prefix("oci:") else {
-        return parse_image_reference(text).map(SeedReference::Registry);
+        return Ok(SeedReference::Registry(parse_image_reference(text)?));
     };
     let (path, tag) = match rest.split_once(':') {
         Some((p, t)) => (p, Some(t)),
         None => (rest, None),
     };
     if path.is_empty() {
-        return Err(format!(
-            "invalid seed image {text:?}: oci: needs a layout directory (oci:/path/to/layout:tag)"
-        ));
+        return Err(SeedRefError::NoLayoutPath(text.to_string()));
     }
     if tag.is_some_and(|t| t.is_empty() || t.contains(['/', ':', '@'])) {
-        return Err(format!(
-            "invalid seed image {text:?}: invalid tag after the layout path"
-        ));
+        return Err(SeedRefError::LayoutTag(text.to_string()));
     }
     Ok(SeedReference::OciLayout {
         path: PathBuf::from(path),
@@ -431,7 +438,7 @@ mod tests {
             "oci:/srv/seed:a:b",
             "seed:4.16",
         ] {
-            let e = parse_seed_reference(bad).expect_err(bad);
+            let e = parse_seed_reference(bad).expect_err(bad).to_string();
             assert!(e.contains(&format!("{bad:?}")), "{e}");
         }
     }

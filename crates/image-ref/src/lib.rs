@@ -29,12 +29,67 @@ pub fn is_registry_host(s: &str) -> bool {
     !s.is_empty() && s.split('.').all(component)
 }
 
+/// Why a text is not what was asked for: a repository, a pull spec, `host[:port]` or a fully
+/// qualified reference. `Display` is the installer's message where ibi mirrors its checks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RefError {
+    #[error("missing ']' in IPv6 host")]
+    UnclosedIpv6,
+    #[error("invalid port {0:?}")]
+    Port(String),
+    /// The installer's message for a tag or digest on a mirror source.
+    #[error("must be repository--not reference")]
+    NotRepository,
+    #[error("failed to parse: invalid reference format")]
+    BadFormat,
+    #[error("failed to parse: invalid reference format: repository name must be lowercase")]
+    NotLowercase,
+    /// A short name would go through the live ISO's search registries (or fail under short-name
+    /// enforcing).
+    #[error("must start with a registry host name, e.g. quay.io/namespace/repo:tag")]
+    NotQualified,
+    #[error("a tag or a digest is required, e.g. quay.io/namespace/repo:tag")]
+    NoTagOrDigest,
+    /// Not canonical, and not a bare registry `host[:port]` either.
+    #[error("the repository provided is invalid: {0}")]
+    BareHost(BareHost),
+    /// Not a fully qualified reference ([`parse_image_reference`]).
+    #[error("invalid image reference {text:?}: {why}")]
+    Reference { text: String, why: Unqualified },
+}
+
+/// Why a repository without a registry is no bare registry host either.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BareHost {
+    #[error("it must start with a registry host name (e.g. quay.io/namespace/repo)")]
+    HasPath,
+    #[error("{0}")]
+    HostPort(Box<RefError>),
+    #[error("{0:?} is not a valid host name")]
+    Host(String),
+}
+
+/// Why a text is not a fully qualified reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unqualified {
+    #[error("the digest must be sha256: and 64 hex digits")]
+    Digest,
+    #[error("invalid tag")]
+    Tag,
+    #[error("it must start with a registry host (quay.io/org/seed:4.16.0)")]
+    NoRegistry,
+    #[error("the repository path must be lower-case [a-z0-9] words joined by . _ __ or -")]
+    Path,
+    #[error("a tag or a digest is required")]
+    NoTagOrDigest,
+}
+
 /// Splits `host[:port]`; the port, if present, must be a number up to 65535.
-pub fn split_host_port(s: &str) -> Result<(&str, Option<u16>), String> {
+pub fn split_host_port(s: &str) -> Result<(&str, Option<u16>), RefError> {
     let (host, port) = if s.starts_with('[') {
         match s.find(']') {
             Some(end) => (&s[..=end], s[end + 1..].strip_prefix(':')),
-            None => return Err("missing ']' in IPv6 host".into()),
+            None => return Err(RefError::UnclosedIpv6),
         }
     } else {
         match s.rsplit_once(':') {
@@ -46,22 +101,12 @@ pub fn split_host_port(s: &str) -> Result<(&str, Option<u16>), String> {
         None => None,
         Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => Some(
             p.parse::<u16>()
-                .map_err(|_| format!("invalid port {p:?}"))?,
+                .map_err(|_| RefError::Port(p.to_string()))?,
         ),
-        Some(p) => return Err(format!("invalid port {p:?}")),
+        Some(p) => return Err(RefError::Port(p.to_string())),
     };
     Ok((host, port))
 }
-
-/// The installer's message for a tag or digest on a mirror source.
-pub const NOT_REPOSITORY: &str = "must be repository--not reference";
-const BAD_FORMAT: &str = "failed to parse: invalid reference format";
-const NOT_LOWERCASE: &str =
-    "failed to parse: invalid reference format: repository name must be lowercase";
-
-/// A short name would go through the live ISO's search registries (or fail under short-name enforcing).
-const NOT_QUALIFIED: &str = "must start with a registry host name, e.g. quay.io/namespace/repo:tag";
-const NO_TAG_OR_DIGEST: &str = "a tag or a digest is required, e.g. quay.io/namespace/repo:tag";
 
 /// A reference split per the docker grammar.
 struct Parsed<'a> {
@@ -71,48 +116,46 @@ struct Parsed<'a> {
 }
 
 /// Checks that `s` is a repository (`host[:port]/path`) or a bare registry `host[:port]`.
-pub fn check_repository(s: &str) -> Result<(), String> {
+pub fn check_repository(s: &str) -> Result<(), RefError> {
     let parsed = parse(s)?;
     if parsed.domain.is_none() {
         // Not canonical (docker.io would be implied); accepted only as a bare registry host[:port].
         return check_bare_host(s);
     }
     if parsed.has_tag_or_digest {
-        return Err(NOT_REPOSITORY.into());
+        return Err(RefError::NotRepository);
     }
     Ok(())
 }
 
 /// Checks that `s` is a pull spec podman on the live ISO resolves without search registries:
 /// `host[:port]/path` with a tag, a digest or both.
-pub fn check_pull_spec(s: &str) -> Result<(), String> {
+pub fn check_pull_spec(s: &str) -> Result<(), RefError> {
     let parsed = parse(s)?;
     if parsed.domain.is_none() {
-        return Err(NOT_QUALIFIED.into());
+        return Err(RefError::NotQualified);
     }
     if !parsed.has_tag_or_digest {
-        return Err(NO_TAG_OR_DIGEST.into());
+        return Err(RefError::NoTagOrDigest);
     }
     Ok(())
 }
 
-fn check_bare_host(s: &str) -> Result<(), String> {
-    let invalid = |why: String| format!("the repository provided is invalid: {why}");
+fn check_bare_host(s: &str) -> Result<(), RefError> {
     if s.contains('/') {
-        return Err(invalid(
-            "it must start with a registry host name (e.g. quay.io/namespace/repo)".into(),
-        ));
+        return Err(RefError::BareHost(BareHost::HasPath));
     }
-    let (host, _) = split_host_port(s).map_err(invalid)?;
+    let (host, _) =
+        split_host_port(s).map_err(|e| RefError::BareHost(BareHost::HostPort(Box::new(e))))?;
     if !is_registry_host(host) {
-        return Err(invalid(format!("{host:?} is not a valid host name")));
+        return Err(RefError::BareHost(BareHost::Host(host.to_string())));
     }
     Ok(())
 }
 
-fn parse(s: &str) -> Result<Parsed<'_>, String> {
+fn parse(s: &str) -> Result<Parsed<'_>, RefError> {
     if s.is_empty() || s.len() > 255 {
-        return Err(BAD_FORMAT.into());
+        return Err(RefError::BadFormat);
     }
     let (name, digest) = match s.split_once('@') {
         Some((n, d)) => (n, Some(d)),
@@ -133,10 +176,10 @@ fn parse(s: &str) -> Result<Parsed<'_>, String> {
         check_domain(d)?;
     }
     if path.to_ascii_lowercase() != path {
-        return Err(NOT_LOWERCASE.into());
+        return Err(RefError::NotLowercase);
     }
     if !path.split('/').all(is_path_component) {
-        return Err(BAD_FORMAT.into());
+        return Err(RefError::BadFormat);
     }
     Ok(Parsed {
         domain,
@@ -158,18 +201,18 @@ fn split_domain(name: &str) -> (Option<&str>, &str) {
     }
 }
 
-fn check_domain(d: &str) -> Result<(), String> {
+fn check_domain(d: &str) -> Result<(), RefError> {
     match split_host_port(d) {
         Ok((host, _)) if is_registry_host(host) => Ok(()),
-        _ => Err(BAD_FORMAT.into()),
+        _ => Err(RefError::BadFormat),
     }
 }
 
-fn check_tag(t: &str) -> Result<(), String> {
+fn check_tag(t: &str) -> Result<(), RefError> {
     if is_tag(t) {
         Ok(())
     } else {
-        Err(BAD_FORMAT.into())
+        Err(RefError::BadFormat)
     }
 }
 
@@ -181,7 +224,7 @@ pub fn is_tag(t: &str) -> bool {
         && t.bytes().all(|b| word(b) || b == b'.' || b == b'-')
 }
 
-fn check_digest(d: &str) -> Result<(), String> {
+fn check_digest(d: &str) -> Result<(), RefError> {
     let ok = d.split_once(':').is_some_and(|(algo, hex)| {
         algo.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
             && algo
@@ -190,7 +233,7 @@ fn check_digest(d: &str) -> Result<(), String> {
             && hex.len() >= 32
             && hex.bytes().all(|b| b.is_ascii_hexdigit())
     });
-    if ok { Ok(()) } else { Err(BAD_FORMAT.into()) }
+    if ok { Ok(()) } else { Err(RefError::BadFormat) }
 }
 
 /// `[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*`.
@@ -259,9 +302,12 @@ impl fmt::Display for ImageReference {
 }
 
 /// Parses a fully qualified reference; an optional `docker://` transport prefix is dropped.
-pub fn parse_image_reference(text: &str) -> Result<ImageReference, String> {
+pub fn parse_image_reference(text: &str) -> Result<ImageReference, RefError> {
     let s = text.strip_prefix("docker://").unwrap_or(text);
-    let bad = |why: &str| format!("invalid image reference {text:?}: {why}");
+    let bad = |why| RefError::Reference {
+        text: text.to_string(),
+        why,
+    };
     let (name, digest) = match s.split_once('@') {
         Some((n, d)) => (n, Some(d)),
         None => (s, None),
@@ -269,7 +315,7 @@ pub fn parse_image_reference(text: &str) -> Result<ImageReference, String> {
     if let Some(d) = digest
         && !is_digest(d)
     {
-        return Err(bad("the digest must be sha256: and 64 hex digits"));
+        return Err(bad(Unqualified::Digest));
     }
     let (name, tag) = match name.rsplit_once(':') {
         Some((n, t)) if !t.contains('/') => (n, Some(t)),
@@ -278,25 +324,19 @@ pub fn parse_image_reference(text: &str) -> Result<ImageReference, String> {
     if let Some(t) = tag
         && !is_tag(t)
     {
-        return Err(bad("invalid tag"));
+        return Err(bad(Unqualified::Tag));
     }
     let Some((registry, repository)) = name.split_once('/') else {
-        return Err(bad(
-            "it must start with a registry host (quay.io/org/seed:4.16.0)",
-        ));
+        return Err(bad(Unqualified::NoRegistry));
     };
     if !is_registry(registry) {
-        return Err(bad(
-            "it must start with a registry host (quay.io/org/seed:4.16.0)",
-        ));
+        return Err(bad(Unqualified::NoRegistry));
     }
     if !repository.split('/').all(is_path_component) {
-        return Err(bad(
-            "the repository path must be lower-case [a-z0-9] words joined by . _ __ or -",
-        ));
+        return Err(bad(Unqualified::Path));
     }
     if tag.is_none() && digest.is_none() {
-        return Err(bad("a tag or a digest is required"));
+        return Err(bad(Unqualified::NoTagOrDigest));
     }
     Ok(ImageReference {
         registry: registry.to_string(),
@@ -344,6 +384,15 @@ fn is_registry(r: &str) -> bool {
 mod tests {
     use super::*;
 
+    // The installer's messages, as users see them.
+    const NOT_REPOSITORY: &str = "must be repository--not reference";
+    const BAD_FORMAT: &str = "failed to parse: invalid reference format";
+    const NOT_LOWERCASE: &str =
+        "failed to parse: invalid reference format: repository name must be lowercase";
+    const NOT_QUALIFIED: &str =
+        "must start with a registry host name, e.g. quay.io/namespace/repo:tag";
+    const NO_TAG_OR_DIGEST: &str = "a tag or a digest is required, e.g. quay.io/namespace/repo:tag";
+
     #[test]
     fn repositories() {
         let digest = format!("quay.io/ocp/release@sha256:{}", "a".repeat(64));
@@ -376,7 +425,7 @@ mod tests {
         ];
         for (input, want) in cases {
             assert_eq!(
-                check_repository(input),
+                check_repository(input).map_err(|e| e.to_string()),
                 want.map_err(str::to_string),
                 "{input}"
             );
@@ -407,7 +456,7 @@ mod tests {
         ];
         for (input, want) in cases {
             assert_eq!(
-                check_pull_spec(input),
+                check_pull_spec(input).map_err(|e| e.to_string()),
                 want.map_err(str::to_string),
                 "{input}"
             );
@@ -471,7 +520,7 @@ mod tests {
             ("quay.io:99999/seed:1", "it must start with a registry host"),
         ];
         for (text, want) in cases {
-            let e = parse_image_reference(text).expect_err(text);
+            let e = parse_image_reference(text).expect_err(text).to_string();
             assert!(e.contains(want) && e.contains(text), "{text}: {e}");
         }
     }

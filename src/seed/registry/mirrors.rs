@@ -2,7 +2,7 @@
 //! look for an image, mirrors first.
 
 use crate::config::ImageDigestSource;
-use crate::image_ref::{ImageReference, parse_image_reference};
+use crate::image_ref::{ImageReference, RefError, parse_image_reference};
 
 /// The `sourcePolicy` value that forbids falling back to the source registry.
 const NEVER_CONTACT_SOURCE: &str = "NeverContactSource";
@@ -14,7 +14,7 @@ const NEVER_CONTACT_SOURCE: &str = "NeverContactSource";
 pub fn pull_endpoints(
     reference: &ImageReference,
     sources: &[ImageDigestSource],
-) -> Result<Vec<ImageReference>, String> {
+) -> Result<Vec<ImageReference>, RefError> {
     if reference.digest.is_none() {
         return Ok(vec![reference.clone()]);
     }
@@ -46,7 +46,7 @@ fn matches_prefix(name: &str, prefix: &str) -> bool {
 }
 
 /// The same repository path on another registry and repository prefix (a mirror).
-fn with_name(reference: &ImageReference, name: &str) -> Result<ImageReference, String> {
+fn with_name(reference: &ImageReference, name: &str) -> Result<ImageReference, RefError> {
     let mut text = name.to_string();
     if let Some(d) = &reference.digest {
         text = format!("{text}@{d}");

@@ -111,7 +111,8 @@ pub fn inspect_registry_image(
         registry: reference.registry.clone(),
         detail,
     };
-    let endpoints = pull_endpoints(reference, &opts.image_digest_sources).map_err(other)?;
+    let endpoints =
+        pull_endpoints(reference, &opts.image_digest_sources).map_err(|e| other(e.to_string()))?;
     let client = build_client(opts).map_err(other)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
