@@ -20,8 +20,8 @@ pub use lines::{
 #[cfg(any(test, feature = "test-support"))]
 pub use image::inspect_seed_text;
 pub use image::{
-    SEED_CLUSTER_INFO_LABEL, SEED_FORMAT_VERSION, SEED_FORMAT_VERSION_LABEL, SeedCheck,
-    SeedClusterInfo, SeedExpectations, SeedFinding, SeedInfo, SeedReference, SeedTrustBundle,
-    check_seed, inspect_seed, parse_seed_cluster_info, parse_seed_reference, partition_label,
-    registry_options, site_registry_options,
+    BadClusterInfo, SEED_CLUSTER_INFO_LABEL, SEED_FORMAT_VERSION, SEED_FORMAT_VERSION_LABEL,
+    SeedCheck, SeedClusterInfo, SeedExpectations, SeedFinding, SeedInfo, SeedRefError,
+    SeedReference, SeedTrustBundle, check_seed, inspect_seed, parse_seed_cluster_info,
+    parse_seed_reference, partition_label, registry_options, site_registry_options,
 };

@@ -186,7 +186,6 @@ fn decode_document(text: &str) -> Result<(Map<String, Value>, bool)> {
     } else if yaml {
         // Deep flow nesting makes the YAML scanner quadratic: refuse it first (util::yaml).
         crate::util::yaml::check_flow_depth(text.as_bytes())
-            .map_err(anyhow::Error::msg)
             .context("decoding ibi-configuration as YAML")?;
         serde_yaml_ng::from_str(text).context("decoding ibi-configuration as YAML")?
     } else {

@@ -71,7 +71,7 @@ pub fn validate_image_based_config(c: &ImageBasedConfig) -> (Vec<Finding>, Vec<S
     if let Some(config) = c.network_config.as_ref().filter(|v| !v.is_null())
         && let Err(e) = nmstate_check::check(config)
     {
-        f.add("networkConfig", e);
+        f.add("networkConfig", e.to_string());
     }
     rules::node_labels(&mut f, "nodeLabels", &c.node_labels);
     if !c.cluster_id.is_empty() && !rules::is_uuid(&c.cluster_id) {

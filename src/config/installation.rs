@@ -233,7 +233,7 @@ pub fn validate_installation_config(c: &InstallationConfig) -> (Vec<Finding>, Ve
     if let Some(config) = c.network_config.as_ref().filter(|v| !v.is_null())
         && let Err(e) = nmstate_check::check(config)
     {
-        f.add("networkConfig", e);
+        f.add("networkConfig", e.to_string());
     }
     if let Some(sources) = &c.image_digest_sources {
         rules::digest_sources(&mut f, "imageDigestSources", sources);
@@ -454,29 +454,45 @@ fn ignition_config_override(f: &mut Findings, text: &str) {
     if !text.trim().is_empty()
         && let Err(e) = check_ignition(text)
     {
-        f.add("ignitionConfigOverride", e);
+        f.add("ignitionConfigOverride", e.to_string());
     }
 }
 
-/// serde_json's messages name a position, never the content (which may hold secrets).
-fn check_ignition(text: &str) -> Result<(), String> {
-    let json: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+/// Why `ignitionConfigOverride` is refused. serde_json's messages name a position, never the
+/// content (which may hold secrets).
+#[derive(Debug, thiserror::Error)]
+enum BadOverride {
+    #[error("not valid JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("must be a JSON object (an Ignition config)")]
+    NotObject,
+    #[error(
+        "ignition.version required: an Ignition config starts with {{\"ignition\": {{\"version\": \"3.2.0\"}}}}"
+    )]
+    NoVersion,
+    #[error("unsupported ignition.version {0:?}: must be 3.x.y (Ignition spec 3)")]
+    Version(String),
+    /// The Ignition parser's reason, its values hidden.
+    #[error("{0}")]
+    Spec(String),
+}
+
+fn check_ignition(text: &str) -> Result<(), BadOverride> {
+    let json: serde_json::Value = serde_json::from_str(text).map_err(BadOverride::NotJson)?;
     if !json.is_object() {
-        return Err("must be a JSON object (an Ignition config)".into());
+        return Err(BadOverride::NotObject);
     }
     match json.pointer("/ignition/version").and_then(|v| v.as_str()) {
-        None => Err(
-            "ignition.version required: an Ignition config starts with {\"ignition\": {\"version\": \"3.2.0\"}}"
-                .into(),
-        ),
+        None => Err(BadOverride::NoVersion),
         // The same parser the build uses: what passes here merges there.
-        Some(v) if is_ignition_v3(v) => crate::ignition::parse_override(text)
-            .map(drop)
-            .map_err(|e| super::finding::hide_values(&e.root_cause().to_string())),
-        Some(v) => Err(format!(
-            "unsupported ignition.version {v:?}: must be 3.x.y (Ignition spec 3)"
-        )),
+        Some(v) if is_ignition_v3(v) => {
+            crate::ignition::parse_override(text)
+                .map(drop)
+                .map_err(|e| {
+                    BadOverride::Spec(super::finding::hide_values(&e.root_cause().to_string()))
+                })
+        }
+        Some(v) => Err(BadOverride::Version(v.to_string())),
     }
 }
 

@@ -19,7 +19,7 @@ use serde_yaml_ng::{Mapping, Value};
 use super::finding::{Finding, Findings, ValidationError, hide_values};
 use super::inventory_bmc::check_bmc;
 pub use super::inventory_model::{BOOT_MODES, Inventory, Locator, Nic, RootDeviceHints, SiteEntry};
-use super::net::{Cidr, check_network_cidr};
+use super::net::{Cidr, CidrError, check_network_cidr};
 use crate::util::yaml_lines::YamlLines;
 
 /// Longest site name: a file name on every Linux filesystem is at most 255 bytes, and the name also
@@ -309,7 +309,7 @@ fn check_site_fields(f: &mut Findings, site: &SiteEntry) {
     }
     for (i, cidr) in site.machine_network.iter().flatten().enumerate() {
         if let Err(e) = check_network_cidr(cidr) {
-            site_finding(f, site, &format!("machineNetwork[{i}]"), e);
+            site_finding(f, site, &format!("machineNetwork[{i}]"), e.to_string());
         }
     }
     if site.machine_network.as_ref().is_some_and(Vec::is_empty) {
@@ -404,7 +404,7 @@ fn check_nic(f: &mut Findings, site: &SiteEntry, nic: &Nic) {
     let address = match nic_address(nic) {
         Ok(a) => Some(a),
         Err(e) => {
-            site_finding(f, site, "nic.address", e);
+            site_finding(f, site, "nic.address", e.to_string());
             None
         }
     };
@@ -437,15 +437,29 @@ fn check_nic(f: &mut Findings, site: &SiteEntry, nic: &Nic) {
     }
 }
 
+/// Why a NIC's address is no usable host address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NicAddressError {
+    #[error("required: the address with its prefix length, e.g. 192.168.17.10/24")]
+    Missing,
+    #[error("invalid value {text:?}: {why}")]
+    Cidr { text: String, why: CidrError },
+    #[error("invalid value {0:?}: not a host address")]
+    NotHost(String),
+}
+
 /// The NIC's `ip/prefix`, which must be a usable host address.
-pub(crate) fn nic_address(nic: &Nic) -> Result<Cidr, String> {
+pub(crate) fn nic_address(nic: &Nic) -> Result<Cidr, NicAddressError> {
     let a = &nic.address;
     if a.is_empty() {
-        return Err("required: the address with its prefix length, e.g. 192.168.17.10/24".into());
+        return Err(NicAddressError::Missing);
     }
-    let cidr = Cidr::parse(a).map_err(|e| format!("invalid value {a:?}: {e}"))?;
+    let cidr = Cidr::parse(a).map_err(|why| NicAddressError::Cidr {
+        text: a.clone(),
+        why,
+    })?;
     if cidr.addr.is_unspecified() || cidr.addr.is_loopback() || cidr.addr.is_multicast() {
-        return Err(format!("invalid value {a:?}: not a host address"));
+        return Err(NicAddressError::NotHost(a.clone()));
     }
     Ok(cidr)
 }

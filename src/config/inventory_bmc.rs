@@ -42,7 +42,7 @@ pub struct BmcEntry {
 /// `field` names a key of `bmc:` as findings show it (`sites[2].bmc.user (site a17)`).
 pub(super) fn check_bmc(f: &mut Findings, field: &dyn Fn(&str) -> String, bmc: &BmcEntry) {
     if let Err(e) = check_address(&bmc.address) {
-        f.add(field("address"), e);
+        f.add(field("address"), e.to_string());
     }
     if let Some(system) = &bmc.system
         && (system.is_empty() || system.chars().any(|c| c.is_whitespace() || c.is_control()))
@@ -67,28 +67,48 @@ pub(super) fn check_bmc(f: &mut Findings, field: &dyn Fn(&str) -> String, bmc: &
     }
 }
 
-/// An http(s) URL with a host, and no credentials, query or fragment; a URL with a password is not quoted.
-fn check_address(address: &str) -> Result<(), String> {
+/// Why a BMC address is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum BadAddress {
+    #[error("required: the BMC's address, e.g. https://10.0.17.9")]
+    Missing,
+    #[error("invalid value {address:?}: not a URL ({detail})")]
+    NotUrl { address: String, detail: String },
+    /// The URL is not quoted: it carries a password.
+    #[error(
+        "must not carry credentials (they would show in logs): use user with passwordFile or passwordEnv"
+    )]
+    Credentials,
+    #[error("invalid value {0:?}: must be an https (or http) URL")]
+    Scheme(String),
+    #[error("invalid value {0:?}: has no host")]
+    NoHost(String),
+    #[error("invalid value {0:?}: must not have a query or fragment")]
+    QueryOrFragment(String),
+}
+
+/// An http(s) URL with a host, and no credentials, query or fragment.
+fn check_address(address: &str) -> Result<(), BadAddress> {
     if address.is_empty() {
-        return Err("required: the BMC's address, e.g. https://10.0.17.9".into());
+        return Err(BadAddress::Missing);
     }
-    let url = reqwest::Url::parse(address)
-        .map_err(|e| format!("invalid value {address:?}: not a URL ({e})"))?;
+    let url = reqwest::Url::parse(address).map_err(|e| BadAddress::NotUrl {
+        address: address.to_string(),
+        detail: e.to_string(),
+    })?;
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(
-            "must not carry credentials (they would show in logs): use user with passwordFile or passwordEnv".into(),
-        );
+        return Err(BadAddress::Credentials);
     }
-    let problem = if !matches!(url.scheme(), "https" | "http") {
-        "must be an https (or http) URL"
+    let quoted = address.to_string();
+    if !matches!(url.scheme(), "https" | "http") {
+        Err(BadAddress::Scheme(quoted))
     } else if url.host_str().is_none_or(str::is_empty) {
-        "has no host"
+        Err(BadAddress::NoHost(quoted))
     } else if url.query().is_some() || url.fragment().is_some() {
-        "must not have a query or fragment"
+        Err(BadAddress::QueryOrFragment(quoted))
     } else {
-        return Ok(());
-    };
-    Err(format!("invalid value {address:?}: {problem}"))
+        Ok(())
+    }
 }
 
 /// A user goes with exactly one password source, and a password source with a user.

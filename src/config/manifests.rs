@@ -103,7 +103,7 @@ pub(crate) fn check_manifest(f: &mut Findings, json: bool, data: &[u8]) {
     let docs = match parse_documents(json, data) {
         Ok(d) => d,
         Err(e) => {
-            f.file_error(e);
+            f.file_error(e.to_string());
             return;
         }
     };
@@ -120,18 +120,34 @@ pub(crate) fn check_manifest(f: &mut Findings, json: bool, data: &[u8]) {
     }
 }
 
-fn parse_documents(json: bool, data: &[u8]) -> Result<Vec<serde_json::Value>, String> {
+/// Why a manifest file holds no documents.
+#[derive(Debug, thiserror::Error)]
+enum Undecodable {
+    #[error("not valid JSON: {0}")]
+    Json(serde_json::Error),
+    #[error("not valid YAML: {0}")]
+    TooDeep(crate::util::yaml::TooDeep),
+    /// `number` counts from 1.
+    #[error("document {number}: not valid YAML: {error}")]
+    Yaml {
+        number: usize,
+        error: serde_yaml_ng::Error,
+    },
+}
+
+fn parse_documents(json: bool, data: &[u8]) -> Result<Vec<serde_json::Value>, Undecodable> {
     if json {
-        let v: serde_json::Value =
-            serde_json::from_slice(data).map_err(|e| format!("not valid JSON: {e}"))?;
+        let v: serde_json::Value = serde_json::from_slice(data).map_err(Undecodable::Json)?;
         return Ok(vec![v]);
     }
     // Deep flow nesting makes the YAML scanner quadratic; refuse it before decoding (util::yaml).
-    crate::util::yaml::check_flow_depth(data).map_err(|e| format!("not valid YAML: {e}"))?;
+    crate::util::yaml::check_flow_depth(data).map_err(Undecodable::TooDeep)?;
     let mut docs = Vec::new();
     for (i, doc) in serde_yaml_ng::Deserializer::from_slice(data).enumerate() {
-        let v = serde::Deserialize::deserialize(doc)
-            .map_err(|e| format!("document {}: not valid YAML: {e}", i + 1))?;
+        let v = serde::Deserialize::deserialize(doc).map_err(|error| Undecodable::Yaml {
+            number: i + 1,
+            error,
+        })?;
         docs.push(v);
     }
     Ok(docs)

@@ -14,22 +14,60 @@ pub(crate) struct Cidr {
     pub prefix: u8,
 }
 
+/// Why a text is not `address/prefix`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum CidrError {
+    #[error("not in CIDR notation (address/prefix)")]
+    NotCidr,
+    #[error("{0:?} is not an IP address")]
+    Address(String),
+    #[error("invalid prefix length {prefix:?} (0-{max})")]
+    Prefix { prefix: String, max: u8 },
+}
+
+/// Why a CIDR is no network.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NetworkError {
+    #[error("invalid CIDR {text:?}: {why}")]
+    Cidr { text: String, why: CidrError },
+    #[error("invalid CIDR {0:?}: address must be specified")]
+    Unspecified(String),
+    #[error("invalid network address {text:?}: expected {network}")]
+    HostBits { text: String, network: Cidr },
+}
+
+/// Why a proxy URL is refused; never repeats the URL, which may carry credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ProxyUrlError {
+    #[error("not a URL: expected scheme://host[:port]")]
+    NoScheme,
+    #[error("not a URL: invalid scheme")]
+    Scheme,
+    #[error("not a URL: invalid port")]
+    Port,
+    #[error("not a URL: missing host")]
+    NoHost,
+    #[error("not a URL: invalid host")]
+    Host,
+}
+
 impl Cidr {
     /// Parses `addr/prefix`; the prefix must be decimal digits within the family's bit length.
-    pub(crate) fn parse(s: &str) -> Result<Cidr, String> {
-        let (addr, prefix) = s
-            .split_once('/')
-            .ok_or_else(|| "not in CIDR notation (address/prefix)".to_string())?;
+    pub(crate) fn parse(s: &str) -> Result<Cidr, CidrError> {
+        let (addr, prefix) = s.split_once('/').ok_or(CidrError::NotCidr)?;
         let addr: IpAddr = addr
             .parse()
-            .map_err(|_| format!("{addr:?} is not an IP address"))?;
+            .map_err(|_| CidrError::Address(addr.to_string()))?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let prefix =
             (!prefix.is_empty() && prefix.len() <= 3 && prefix.bytes().all(|b| b.is_ascii_digit()))
                 .then(|| prefix.parse::<u8>().ok())
                 .flatten()
                 .filter(|p| *p <= max)
-                .ok_or_else(|| format!("invalid prefix length {prefix:?} (0-{max})"))?;
+                .ok_or_else(|| CidrError::Prefix {
+                    prefix: prefix.to_string(),
+                    max,
+                })?;
         Ok(Cidr { addr, prefix })
     }
 
@@ -75,17 +113,23 @@ impl fmt::Display for Cidr {
 }
 
 /// Validates a CIDR used as a network: parseable, address specified, no host bits set.
-pub(crate) fn check_network_cidr(s: &str) -> Result<Cidr, String> {
-    let cidr = Cidr::parse(s).map_err(|e| format!("invalid CIDR {s:?}: {e}"))?;
+pub(crate) fn check_network_cidr(s: &str) -> Result<Cidr, NetworkError> {
+    let cidr = Cidr::parse(s).map_err(|why| NetworkError::Cidr {
+        text: s.to_string(),
+        why,
+    })?;
     if cidr.addr.is_unspecified() {
-        return Err(format!("invalid CIDR {s:?}: address must be specified"));
+        return Err(NetworkError::Unspecified(s.to_string()));
     }
     let network = Cidr {
         addr: cidr.network(),
         prefix: cidr.prefix,
     };
     if network.addr != cidr.addr {
-        return Err(format!("invalid network address {s:?}: expected {network}"));
+        return Err(NetworkError::HostBits {
+            text: s.to_string(),
+            network,
+        });
     }
     Ok(cidr)
 }
@@ -125,10 +169,8 @@ pub(crate) struct ProxyUrl<'a> {
 
 /// Parses `scheme://[userinfo@]host[:port][/path]`. Error messages never repeat the URL, which may carry
 /// credentials.
-pub(crate) fn parse_proxy_url(s: &str) -> Result<ProxyUrl<'_>, String> {
-    let (scheme, rest) = s
-        .split_once("://")
-        .ok_or_else(|| "not a URL: expected scheme://host[:port]".to_string())?;
+pub(crate) fn parse_proxy_url(s: &str) -> Result<ProxyUrl<'_>, ProxyUrlError> {
+    let (scheme, rest) = s.split_once("://").ok_or(ProxyUrlError::NoScheme)?;
     let scheme_ok = scheme
         .bytes()
         .next()
@@ -137,19 +179,18 @@ pub(crate) fn parse_proxy_url(s: &str) -> Result<ProxyUrl<'_>, String> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b));
     if !scheme_ok {
-        return Err("not a URL: invalid scheme".into());
+        return Err(ProxyUrlError::Scheme);
     }
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     // The port's text is not quoted: with a missing '@' it is the password of `user:password`.
-    let (host, _port) =
-        split_host_port(hostport).map_err(|_| "not a URL: invalid port".to_string())?;
+    let (host, _port) = split_host_port(hostport).map_err(|_| ProxyUrlError::Port)?;
     if host.is_empty() {
-        return Err("not a URL: missing host".into());
+        return Err(ProxyUrlError::NoHost);
     }
     let ip_ok = host.parse::<std::net::Ipv4Addr>().is_ok();
     if !ip_ok && !is_registry_host(host) {
-        return Err("not a URL: invalid host".into());
+        return Err(ProxyUrlError::Host);
     }
     Ok(ProxyUrl { scheme, host })
 }
@@ -199,7 +240,9 @@ mod tests {
             ),
         ];
         for (input, want) in cases {
-            let got = check_network_cidr(input).map(|c| c.to_string());
+            let got = check_network_cidr(input)
+                .map(|c| c.to_string())
+                .map_err(|e| e.to_string());
             assert_eq!(got.as_deref().map_err(String::as_str), want, "{input}");
         }
     }
@@ -237,7 +280,11 @@ mod tests {
 
     #[test]
     fn proxy_urls() {
-        let ok = |s| parse_proxy_url(s).map(|u| (u.scheme, u.host));
+        let ok = |s| {
+            parse_proxy_url(s)
+                .map(|u| (u.scheme, u.host))
+                .map_err(|e| e.to_string())
+        };
         assert_eq!(
             ok("http://proxy.example.com:3128"),
             Ok(("http", "proxy.example.com"))

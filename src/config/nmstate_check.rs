@@ -53,14 +53,33 @@ fn sorted(v: &Value) -> Value {
     }
 }
 
-/// Parses the canonical YAML as nmstate state and generates NetworkManager keyfiles from it; the error is
-/// nmstate's message.
-pub(crate) fn check(config: &Value) -> Result<(), String> {
+/// Why a `networkConfig` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refused {
+    /// `value` is the key's value as JSON (quoted when a string).
+    #[error("interfaces[{index}].{key}: {value} is not a MAC address (like 52:54:00:aa:17:01)")]
+    Mac {
+        index: usize,
+        key: &'static str,
+        value: String,
+    },
+    /// The document could not be put in canonical form.
+    #[error("{0}")]
+    Canonical(String),
+    /// nmstate's own message (a position into the re-serialized YAML dropped).
+    #[error("{0}")]
+    Nmstate(String),
+}
+
+/// Parses the canonical YAML as nmstate state and generates NetworkManager keyfiles from it.
+pub(crate) fn check(config: &Value) -> Result<(), Refused> {
     check_macs(config)?;
-    let yaml = canonical_yaml(config).map_err(|e| format!("{e:#}"))?;
-    let state =
-        nmstate::NetworkState::new_from_yaml(&yaml).map_err(|e| strip_position(&e.to_string()))?;
-    let confs = state.gen_conf().map_err(|e| e.to_string())?;
+    let yaml = canonical_yaml(config).map_err(|e| Refused::Canonical(format!("{e:#}")))?;
+    let state = nmstate::NetworkState::new_from_yaml(&yaml)
+        .map_err(|e| Refused::Nmstate(strip_position(&e.to_string())))?;
+    let confs = state
+        .gen_conf()
+        .map_err(|e| Refused::Nmstate(e.to_string()))?;
     for (backend, files) in &confs {
         for (name, _) in files {
             tracing::debug!("networkConfig: {backend} would write {name}");
@@ -74,7 +93,7 @@ pub(crate) fn check(config: &Value) -> Result<(), String> {
 const MAC_KEYS: [&str; 2] = ["mac-address", "permanent-mac-address"];
 
 /// Every `interfaces[i].mac-address` is a MAC: 6 (Ethernet) or 20 (InfiniBand) hex octets joined by `:`.
-fn check_macs(config: &Value) -> Result<(), String> {
+fn check_macs(config: &Value) -> Result<(), Refused> {
     let Some(interfaces) = config.get("interfaces").and_then(Value::as_array) else {
         return Ok(());
     };
@@ -84,9 +103,11 @@ fn check_macs(config: &Value) -> Result<(), String> {
                 None => {}
                 Some(Value::String(mac)) if is_mac(mac) => {}
                 Some(other) => {
-                    return Err(format!(
-                        "interfaces[{i}].{key}: {other} is not a MAC address (like 52:54:00:aa:17:01)"
-                    ));
+                    return Err(Refused::Mac {
+                        index: i,
+                        key,
+                        value: other.to_string(),
+                    });
                 }
             }
         }
@@ -172,7 +193,7 @@ mod tests {
         ];
         for (input, want) in cases {
             assert_eq!(
-                check(&yaml(&input)),
+                check(&yaml(&input)).map_err(|e| e.to_string()),
                 want.map_err(str::to_string),
                 "{input}"
             );
@@ -188,7 +209,7 @@ mod tests {
         };
         assert_eq!(check(&iface("52:54:00:AA:17:01")), Ok(()));
         assert_eq!(
-            check(&iface("52:54:00:zz:17:01")),
+            check(&iface("52:54:00:zz:17:01")).map_err(|e| e.to_string()),
             Err("interfaces[0].mac-address: \"52:54:00:zz:17:01\" is not a MAC address (like 52:54:00:aa:17:01)".into())
         );
         assert!(check(&iface("not-a-mac")).is_err());

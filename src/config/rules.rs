@@ -110,7 +110,7 @@ pub(crate) fn proxy(f: &mut Findings, field: &str, p: &Proxy) {
 
 fn proxy_url(f: &mut Findings, field: &str, url: &str, schemes: &[&str]) {
     match parse_proxy_url(url) {
-        Err(e) => f.add(field, e),
+        Err(e) => f.add(field, e.to_string()),
         // The URL may carry credentials: no part of it is quoted.
         Ok(u) if !schemes.contains(&u.scheme) => {
             let supported = schemes
@@ -259,8 +259,20 @@ pub(crate) fn node_labels(f: &mut Findings, field: &str, labels: &BTreeMap<Strin
     }
 }
 
+/// Which half of a label key breaks Kubernetes' qualified-name rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum BadLabelKey {
+    #[error("the prefix must be a DNS-1123 subdomain (lower case, at most 253 characters)")]
+    Prefix,
+    #[error(
+        "the name must be 1-63 characters: alphanumerics, '-', '_' or '.', \
+         starting and ending with an alphanumeric"
+    )]
+    Name,
+}
+
 /// `[prefix/]name`: prefix a DNS-1123 subdomain (≤253), name ≤63 with alphanumeric ends and `-_.` inside.
-fn label_key(key: &str) -> Result<(), String> {
+fn label_key(key: &str) -> Result<(), BadLabelKey> {
     let (prefix, name) = match key.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -268,16 +280,10 @@ fn label_key(key: &str) -> Result<(), String> {
     if let Some(p) = prefix
         && !is_dns1123_subdomain(p)
     {
-        return Err(
-            "the prefix must be a DNS-1123 subdomain (lower case, at most 253 characters)".into(),
-        );
+        return Err(BadLabelKey::Prefix);
     }
     if name.is_empty() || !is_label_value(name) {
-        return Err(
-            "the name must be 1-63 characters: alphanumerics, '-', '_' or '.', \
-                    starting and ending with an alphanumeric"
-                .into(),
-        );
+        return Err(BadLabelKey::Name);
     }
     Ok(())
 }

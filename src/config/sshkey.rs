@@ -53,29 +53,56 @@ pub(crate) fn check_authorized_keys(text: &str) -> Vec<String> {
     out
 }
 
-fn check_line(line: &str) -> Result<(), String> {
+/// Why a line is no SSH public key; only key types are quoted (key data never is).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum BadKey {
+    #[error("unknown key type {0:?}")]
+    UnknownType(String),
+    #[error("no key type (ssh-ed25519, ssh-rsa, ...) where the line starts")]
+    NoType,
+    #[error("{0} key has no key data")]
+    NoData(&'static str),
+    #[error("{0} key data is not valid base64")]
+    NotBase64(&'static str),
+    #[error("key data is for {inner:?}, not {key_type:?}")]
+    OtherType {
+        inner: String,
+        key_type: &'static str,
+    },
+    #[error("key data is not a {0:?} key")]
+    NotThatType(&'static str),
+    #[error("{0} key data is truncated")]
+    Truncated(&'static str),
+}
+
+fn check_line(line: &str) -> Result<(), BadKey> {
     let fields: Vec<&str> = line.split_whitespace().collect();
     // Options come first when present, so the key type is the first field naming a known type.
     let Some(pos) = fields.iter().position(|f| KEY_TYPES.contains(f)) else {
         let first = fields.first().copied().unwrap_or_default();
         return Err(match shown_key_type(first) {
-            Some(t) => format!("unknown key type {t:?}"),
-            None => "no key type (ssh-ed25519, ssh-rsa, ...) where the line starts".to_string(),
+            Some(t) => BadKey::UnknownType(t.to_string()),
+            None => BadKey::NoType,
         });
     };
-    let key_type = fields[pos];
-    let blob = fields
-        .get(pos + 1)
-        .ok_or_else(|| format!("{key_type} key has no key data"))?;
-    let bytes = openssl::base64::decode_block(blob)
-        .map_err(|_| format!("{key_type} key data is not valid base64"))?;
+    // The table's own `&'static str` for the field found.
+    let key_type = KEY_TYPES
+        .iter()
+        .copied()
+        .find(|t| *t == fields[pos])
+        .unwrap_or_default();
+    let blob = fields.get(pos + 1).ok_or(BadKey::NoData(key_type))?;
+    let bytes = openssl::base64::decode_block(blob).map_err(|_| BadKey::NotBase64(key_type))?;
     match wire_string(&bytes) {
         Some(inner) if inner == key_type.as_bytes() => Ok(()),
         Some(inner) => Err(match shown_key_type(&String::from_utf8_lossy(inner)) {
-            Some(t) => format!("key data is for {t:?}, not {key_type:?}"),
-            None => format!("key data is not a {key_type:?} key"),
+            Some(t) => BadKey::OtherType {
+                inner: t.to_string(),
+                key_type,
+            },
+            None => BadKey::NotThatType(key_type),
         }),
-        None => Err(format!("{key_type} key data is truncated")),
+        None => Err(BadKey::Truncated(key_type)),
     }
 }
 

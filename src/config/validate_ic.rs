@@ -269,7 +269,7 @@ fn cidr(f: &mut Findings, field: String, value: &str) -> Option<(String, Cidr)> 
     match check_network_cidr(value) {
         Ok(c) => Some((field, c)),
         Err(e) => {
-            f.add(field, e);
+            f.add(field, e.to_string());
             None
         }
     }

@@ -103,6 +103,19 @@ pub struct HostReport {
     pub logs: Vec<String>,
 }
 
+/// Which of the server's bounds a report breaks; the message names the field, never its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum OutOfBounds {
+    #[error("version {0} (this server reads version {REPORT_VERSION})")]
+    Version(u32),
+    #[error("logs: {0} lines, at most {MAX_LOG_LINES}")]
+    LogLines(usize),
+    #[error("logs[{0}]: longer than {MAX_LOG_LINE_CHARS} characters")]
+    LogLine(usize),
+    #[error("{0}: longer than {MAX_FIELD_CHARS} characters")]
+    Field(&'static str),
+}
+
 impl HostReport {
     /// Whether this report says the install succeeded.
     #[cfg(any(test, feature = "test-support"))]
@@ -111,27 +124,19 @@ impl HostReport {
     }
 
     /// The server's bounds on a report it keeps; the message names the field, never its value.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), OutOfBounds> {
         if self.version != REPORT_VERSION {
-            return Err(format!(
-                "version {} (this server reads version {REPORT_VERSION})",
-                self.version
-            ));
+            return Err(OutOfBounds::Version(self.version));
         }
         if self.logs.len() > MAX_LOG_LINES {
-            return Err(format!(
-                "logs: {} lines, at most {MAX_LOG_LINES}",
-                self.logs.len()
-            ));
+            return Err(OutOfBounds::LogLines(self.logs.len()));
         }
         if let Some(n) = self
             .logs
             .iter()
             .position(|l| too_long(l, MAX_LOG_LINE_CHARS))
         {
-            return Err(format!(
-                "logs[{n}]: longer than {MAX_LOG_LINE_CHARS} characters"
-            ));
+            return Err(OutOfBounds::LogLine(n));
         }
         let fields = [
             ("host.hostname", Some(&self.host.hostname)),
@@ -142,7 +147,7 @@ impl HostReport {
         ];
         for (name, value) in fields {
             if value.is_some_and(|v| too_long(v, MAX_FIELD_CHARS)) {
-                return Err(format!("{name}: longer than {MAX_FIELD_CHARS} characters"));
+                return Err(OutOfBounds::Field(name));
             }
         }
         Ok(())
@@ -230,23 +235,26 @@ mod tests {
         r.check().unwrap();
         r.version = 2;
         assert_eq!(
-            r.check().unwrap_err(),
+            r.check().unwrap_err().to_string(),
             "version 2 (this server reads version 1)"
         );
         let mut r = report();
         r.logs = vec!["x".into(); MAX_LOG_LINES + 1];
-        assert_eq!(r.check().unwrap_err(), "logs: 101 lines, at most 100");
+        assert_eq!(
+            r.check().unwrap_err().to_string(),
+            "logs: 101 lines, at most 100"
+        );
         let mut r = report();
         r.logs = vec!["ok".into(), "é".repeat(MAX_LOG_LINE_CHARS + 1)];
         assert_eq!(
-            r.check().unwrap_err(),
+            r.check().unwrap_err().to_string(),
             "logs[1]: longer than 500 characters"
         );
         r.logs = vec!["é".repeat(MAX_LOG_LINE_CHARS)];
         r.check().unwrap();
         r.status.error = Some("e".repeat(MAX_FIELD_CHARS + 1));
         assert_eq!(
-            r.check().unwrap_err(),
+            r.check().unwrap_err().to_string(),
             "status.error: longer than 4096 characters"
         );
     }

@@ -236,7 +236,30 @@ pub fn configured_sites(base: &Path) -> Result<Vec<(String, String)>> {
 pub struct DamagedRecord {
     pub site: String,
     pub path: PathBuf,
-    pub problem: String,
+    pub problem: RecordDamage,
+}
+
+/// What is wrong with a site's record, without its content (a damaged file may hold anything).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordDamage {
+    #[error("not a regular file (a {0})")]
+    NotAFile(String),
+    #[error("{size} bytes, more than a record's {limit}-byte limit")]
+    TooBig { size: u64, limit: u64 },
+    #[error("cannot be read ({0})")]
+    Unreadable(String),
+    #[error("cut short (it ends at line {line}, column {column})")]
+    CutShort { line: usize, column: usize },
+    #[error("not a deploy state (line {line}, column {column}: {category:?} error)")]
+    NotAState {
+        line: usize,
+        column: usize,
+        category: serde_json::error::Category,
+    },
+    #[error("deploy state version {0}, this ibi reads version {DEPLOY_STATE_VERSION}")]
+    Version(u32),
+    #[error("names another site than its file name does")]
+    OtherSite,
 }
 
 /// Every site's record, by site name, each read on its own: a damaged one is listed as such and
@@ -280,31 +303,29 @@ fn read_state(path: &Path) -> Result<SiteDeployState> {
         .map_err(|problem| anyhow::anyhow!("{}: {problem}", path.display()))
 }
 
-/// The record at `path`, which must be `site`'s, or what is wrong with it (without its content: a
-/// damaged file may hold anything).
-fn check_state(path: &Path, site: &str) -> std::result::Result<SiteDeployState, String> {
+/// The record at `path`, which must be `site`'s, or what is wrong with it.
+fn check_state(path: &Path, site: &str) -> std::result::Result<SiteDeployState, RecordDamage> {
     let bytes = read_input_file(path, MAX_STATE_FILE).map_err(|e| match e {
-        InputError::NotAFile { kind, .. } => format!("not a regular file (a {kind})"),
-        InputError::TooBig { size, limit, .. } => {
-            format!("{size} bytes, more than a record's {limit}-byte limit")
-        }
-        InputError::Io { source, .. } => format!("cannot be read ({source})"),
+        InputError::NotAFile { kind, .. } => RecordDamage::NotAFile(kind.to_string()),
+        InputError::TooBig { size, limit, .. } => RecordDamage::TooBig { size, limit },
+        InputError::Io { source, .. } => RecordDamage::Unreadable(source.to_string()),
     })?;
     let state: SiteDeployState = serde_json::from_slice(&bytes).map_err(|e| {
-        let at = format!("line {}, column {}", e.line(), e.column());
+        let (line, column) = (e.line(), e.column());
         match e.classify() {
-            serde_json::error::Category::Eof => format!("cut short (it ends at {at})"),
-            c => format!("not a deploy state ({at}: {c:?} error)"),
+            serde_json::error::Category::Eof => RecordDamage::CutShort { line, column },
+            category => RecordDamage::NotAState {
+                line,
+                column,
+                category,
+            },
         }
     })?;
     if state.version != DEPLOY_STATE_VERSION {
-        return Err(format!(
-            "deploy state version {}, this ibi reads version {DEPLOY_STATE_VERSION}",
-            state.version
-        ));
+        return Err(RecordDamage::Version(state.version));
     }
     if state.site != site {
-        return Err("names another site than its file name does".into());
+        return Err(RecordDamage::OtherSite);
     }
     Ok(state)
 }
@@ -454,11 +475,21 @@ mod tests {
         std::fs::create_dir(dir.join("d20.json")).unwrap();
         std::fs::write(dir.join(".a17.json.tmp"), "{").unwrap();
         let all = load_all_checked(d.path()).unwrap();
+        let problems: Vec<String> = all
+            .iter()
+            .map(|r| {
+                r.as_ref()
+                    .err()
+                    .map(|e| e.problem.to_string())
+                    .unwrap_or_default()
+            })
+            .collect();
         let got: Vec<std::result::Result<&str, (&str, &str)>> = all
             .iter()
-            .map(|r| match r {
+            .zip(&problems)
+            .map(|(r, problem)| match r {
                 Ok(s) => Ok(s.site.as_str()),
-                Err(e) => Err((e.site.as_str(), e.problem.as_str())),
+                Err(e) => Err((e.site.as_str(), problem.as_str())),
             })
             .collect();
         assert_eq!(

@@ -21,9 +21,9 @@ use crate::config::Finding;
 use crate::contract::config_iso::{
     AUTH_DIR, ISO_FILE_NAME, KUBEADMIN_PASSWORD_FILE, KUBECONFIG_FILE, MANIFEST_PATH,
 };
-use crate::iso9660::IsoReader;
+use crate::iso9660::{IsoError, IsoReader};
 use crate::kubeapi::{ClientAuth, load_kubeconfig};
-use crate::util::fs::read_input_file;
+use crate::util::fs::{InputError, read_input_file};
 use crate::util::secret::Secret;
 
 /// The kubeadmin password is 23 characters; anything much larger is not one.
@@ -96,8 +96,10 @@ pub fn read(
     if !findings.is_empty() {
         return Err(findings);
     }
-    let manifest_json = read_manifest(&p.iso).map_err(|m| vec![finding(&p.iso, MANIFEST_PATH, m)]);
-    let password = read_password(&p.password).map_err(|m| vec![finding(&p.password, "", m)]);
+    let manifest_json =
+        read_manifest(&p.iso).map_err(|m| vec![finding(&p.iso, MANIFEST_PATH, m.to_string())]);
+    let password =
+        read_password(&p.password).map_err(|m| vec![finding(&p.password, "", m.to_string())]);
     let kubeconfig = read_input_file(&p.kubeconfig, MAX_MANIFEST)
         .map(Secret::new)
         .map_err(|e| vec![finding(&p.kubeconfig, "", format!("cannot be read: {e}"))]);
@@ -126,30 +128,49 @@ pub fn read(
     }
 }
 
+/// Why the site's configuration ISO gives no manifest.json.
+#[derive(Debug, thiserror::Error)]
+enum ManifestRead {
+    #[error("cannot be opened: {0}")]
+    Open(std::io::Error),
+    #[error("not a configuration ISO ibi can read: {0}")]
+    NotIso(IsoError),
+    #[error("not in the ISO: {0}")]
+    Missing(IsoError),
+    #[error("not a manifest.json: a directory or over {MAX_MANIFEST} bytes")]
+    NotAManifest,
+    #[error("cannot be read from the ISO: {0}")]
+    Read(IsoError),
+}
+
 /// `cluster-configuration/manifest.json` out of the configuration ISO, read in user space.
-fn read_manifest(iso: &Path) -> Result<Secret<Vec<u8>>, String> {
-    let file = File::open(iso).map_err(|e| format!("cannot be opened: {e}"))?;
-    let mut reader =
-        IsoReader::open(file).map_err(|e| format!("not a configuration ISO ibi can read: {e}"))?;
-    let entry = reader
-        .find(MANIFEST_PATH)
-        .map_err(|e| format!("not in the ISO: {e}"))?;
+fn read_manifest(iso: &Path) -> Result<Secret<Vec<u8>>, ManifestRead> {
+    let file = File::open(iso).map_err(ManifestRead::Open)?;
+    let mut reader = IsoReader::open(file).map_err(ManifestRead::NotIso)?;
+    let entry = reader.find(MANIFEST_PATH).map_err(ManifestRead::Missing)?;
     if entry.is_dir || entry.size > MAX_MANIFEST {
-        return Err(format!(
-            "not a manifest.json: a directory or over {MAX_MANIFEST} bytes"
-        ));
+        return Err(ManifestRead::NotAManifest);
     }
-    let data = reader
-        .read_entry(&entry)
-        .map_err(|e| format!("cannot be read from the ISO: {e}"))?;
+    let data = reader.read_entry(&entry).map_err(ManifestRead::Read)?;
     Ok(Secret::new(data))
 }
 
-fn read_password(path: &Path) -> Result<Secret<String>, String> {
-    let bytes = read_input_file(path, MAX_PASSWORD).map_err(|e| format!("cannot be read: {e}"))?;
-    let text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
+/// Why the site's kubeadmin password file gives no password.
+#[derive(Debug, thiserror::Error)]
+enum PasswordRead {
+    #[error("cannot be read: {0}")]
+    Read(InputError),
+    #[error("not UTF-8 text")]
+    NotUtf8,
+    #[error("empty: the kubeadmin password is missing")]
+    Empty,
+}
+
+fn read_password(path: &Path) -> Result<Secret<String>, PasswordRead> {
+    let bytes = read_input_file(path, MAX_PASSWORD).map_err(PasswordRead::Read)?;
+    let text = String::from_utf8(bytes).map_err(|_| PasswordRead::NotUtf8)?;
     if text.trim().is_empty() {
-        return Err("empty: the kubeadmin password is missing".into());
+        return Err(PasswordRead::Empty);
     }
     Ok(Secret::new(text))
 }
@@ -215,9 +236,29 @@ fn check(h: &Handed, cluster_name: &str, base_domain: &str) -> Vec<Finding> {
         .and_then(Value::as_str)
         .unwrap_or("");
     if let Err(m) = check_kubeconfig(&h.kubeconfig_path, ca, cluster_name, base_domain) {
-        f.push(finding(&h.kubeconfig_path, "", m));
+        f.push(finding(&h.kubeconfig_path, "", m.to_string()));
     }
     f
+}
+
+/// Why the kubeconfig is not this cluster's admin kubeconfig.
+#[derive(Debug, thiserror::Error)]
+enum NotTheAdminKubeconfig {
+    #[error("not a usable kubeconfig: {0}")]
+    Unusable(String),
+    #[error("its server is {host:?}, not this cluster's API {want:?}: build the site again")]
+    OtherServer { host: String, want: String },
+    #[error("has no client certificate (the admin kubeconfig ibi writes has one)")]
+    NoClientCertificate,
+    #[error("its client certificate is not a PEM certificate")]
+    NotPem,
+    #[error("{MANIFEST_PATH} has no admin client CA certificate to check it against")]
+    NoCa,
+    #[error(
+        "its client certificate is not signed by the admin client CA of {MANIFEST_PATH}: the \
+         files are from different builds; build the site again"
+    )]
+    OtherCa,
 }
 
 /// The kubeconfig is this cluster's, and its client certificate is one the cluster will accept:
@@ -227,35 +268,31 @@ fn check_kubeconfig(
     admin_ca_pem: &str,
     cluster_name: &str,
     base_domain: &str,
-) -> Result<(), String> {
-    let access = load_kubeconfig(path).map_err(|e| format!("not a usable kubeconfig: {e:#}"))?;
+) -> Result<(), NotTheAdminKubeconfig> {
+    let access =
+        load_kubeconfig(path).map_err(|e| NotTheAdminKubeconfig::Unusable(format!("{e:#}")))?;
     let want_host = format!(
         "api.{cluster_name}.{}",
         base_domain.strip_suffix('.').unwrap_or(base_domain)
     );
     let host = access.server.host_str().unwrap_or_default();
     if host != want_host {
-        return Err(format!(
-            "its server is {host:?}, not this cluster's API {want_host:?}: build the site again"
-        ));
+        return Err(NotTheAdminKubeconfig::OtherServer {
+            host: host.to_string(),
+            want: want_host,
+        });
     }
     let ClientAuth::Certificate { cert_pem, .. } = &access.auth else {
-        return Err("has no client certificate (the admin kubeconfig ibi writes has one)".into());
+        return Err(NotTheAdminKubeconfig::NoClientCertificate);
     };
-    let cert = X509::from_pem(cert_pem)
-        .map_err(|_| "its client certificate is not a PEM certificate".to_string())?;
-    let ca = X509::from_pem(admin_ca_pem.as_bytes()).map_err(|_| {
-        format!("{MANIFEST_PATH} has no admin client CA certificate to check it against")
-    })?;
+    let cert = X509::from_pem(cert_pem).map_err(|_| NotTheAdminKubeconfig::NotPem)?;
+    let ca = X509::from_pem(admin_ca_pem.as_bytes()).map_err(|_| NotTheAdminKubeconfig::NoCa)?;
     let signed = ca
         .public_key()
         .and_then(|k| cert.verify(&k))
         .unwrap_or(false);
     if !signed {
-        return Err(format!(
-            "its client certificate is not signed by the admin client CA of {MANIFEST_PATH}: the \
-             files are from different builds; build the site again"
-        ));
+        return Err(NotTheAdminKubeconfig::OtherCa);
     }
     Ok(())
 }

@@ -14,7 +14,7 @@ use crate::config::{
     self, Finding, Fleet, Invalid, SITES_DIR as BUILT_SITES_DIR, SiteEntry, SiteInputs,
     ValidationError,
 };
-use crate::image_ref::parse_image_reference;
+use crate::image_ref::{RefError, parse_image_reference};
 use crate::util::secret::Secret;
 use crate::util::text::escape_control;
 
@@ -164,7 +164,10 @@ pub(super) fn option_findings(o: &HubOptions) -> Vec<Finding> {
         )),
         Some(r) => {
             if let Err(e) = image_set_name(r) {
-                f.push(command_finding("--release-image", e));
+                f.push(command_finding(
+                    "--release-image",
+                    format!("invalid value {r:?}: {e}"),
+                ));
             }
         }
     }
@@ -184,9 +187,8 @@ pub(super) fn option_findings(o: &HubOptions) -> Vec<Finding> {
 /// digits) in the characters a name allows, and the first 8 hex digits of the SHA-256 of the whole
 /// reference. The object is cluster-scoped: two references with one tag (quay.io's and a mirror's)
 /// must not share a name, or the second fleet's apply changes the first's image.
-pub(super) fn image_set_name(reference: &str) -> Result<String, String> {
-    let r = parse_image_reference(reference)
-        .map_err(|e| format!("invalid value {reference:?}: {e}"))?;
+pub(super) fn image_set_name(reference: &str) -> Result<String, RefError> {
+    let r = parse_image_reference(reference)?;
     let label = match (&r.digest, &r.tag) {
         (Some(d), _) => d.split(':').nth(1).unwrap_or(d).chars().take(12).collect(),
         (None, Some(t)) => t.clone(),
@@ -240,7 +242,7 @@ pub(super) fn site_rules(
         return f;
     };
     if let Err(e) = metal3_bmc_address(&bmc.address, bmc.system.as_deref()) {
-        add("bmc.address", e);
+        add("bmc.address", e.to_string());
     }
     if bmc.user.is_none() {
         add(
@@ -256,11 +258,36 @@ pub(super) fn site_rules(
     f
 }
 
+/// Why a BMC address gives metal3 no one System.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Metal3Address {
+    #[error("invalid value {address:?}: not a URL ({detail})")]
+    NotUrl {
+        address: String,
+        /// The URL parser's own words.
+        detail: String,
+    },
+    #[error("invalid value {0:?}: names a System and bmc.system names one too; give one")]
+    TwoSystems(String),
+    #[error(
+        "the hub's BareMetalHost needs one System: add bmc.system, or give the System's address \
+         ({0}/redfish/v1/Systems/ID)"
+    )]
+    NoSystem(String),
+    #[error("invalid value {0:?}: expected the service root, /redfish/v1/Systems or one System")]
+    OtherPath(String),
+}
+
 /// The BMC's address as metal3 takes it: `redfish-virtualmedia+` and the URL of one System, from
 /// an ibi `bmc.address` (a service root, the Systems collection or one System) and `bmc.system`.
-pub(super) fn metal3_bmc_address(address: &str, system: Option<&str>) -> Result<String, String> {
-    let url = reqwest::Url::parse(address)
-        .map_err(|e| format!("invalid value {address:?}: not a URL ({e})"))?;
+pub(super) fn metal3_bmc_address(
+    address: &str,
+    system: Option<&str>,
+) -> Result<String, Metal3Address> {
+    let url = reqwest::Url::parse(address).map_err(|e| Metal3Address::NotUrl {
+        address: address.to_string(),
+        detail: e.to_string(),
+    })?;
     let root = match url.port() {
         Some(p) => format!(
             "{}://{}:{p}",
@@ -278,20 +305,13 @@ pub(super) fn metal3_bmc_address(address: &str, system: Option<&str>) -> Result<
             format!("{root}/redfish/v1/Systems/{id}")
         }
         (["redfish", "v1", "Systems", _], Some(_)) => {
-            return Err(format!(
-                "invalid value {address:?}: names a System and bmc.system names one too; give one"
-            ));
+            return Err(Metal3Address::TwoSystems(address.to_string()));
         }
         ([] | ["redfish", "v1"] | ["redfish", "v1", "Systems"], None) => {
-            return Err(format!(
-                "the hub's BareMetalHost needs one System: add bmc.system, or give the System's address \
-                 ({root}/redfish/v1/Systems/ID)"
-            ));
+            return Err(Metal3Address::NoSystem(root));
         }
         _ => {
-            return Err(format!(
-                "invalid value {address:?}: expected the service root, /redfish/v1/Systems or one System"
-            ));
+            return Err(Metal3Address::OtherPath(address.to_string()));
         }
     };
     Ok(format!("redfish-virtualmedia+{system_url}"))
@@ -437,7 +457,9 @@ mod tests {
             .unwrap(),
             want
         );
-        let e = metal3_bmc_address("https://10.0.0.9", None).unwrap_err();
+        let e = metal3_bmc_address("https://10.0.0.9", None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("needs one System"), "{e}");
         assert!(metal3_bmc_address("https://10.0.0.9/other", Some("1")).is_err());
     }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::registry::RegistryOptions;
+use super::registry::{PullSecretError, RegistryOptions};
 use crate::config::{ImageDigestSource, InstallConfig, InstallationConfig};
 use crate::image_ref::{ImageReference, RefError, parse_image_reference};
 
@@ -121,11 +121,14 @@ pub struct SeedTrustBundle {
     pub proxy_configmap_name: String,
 }
 
+/// A `seed_cluster_info` label (or `/manifest.json`) that does not decode, with serde's reason.
+#[derive(Debug, thiserror::Error)]
+#[error("label {SEED_CLUSTER_INFO_LABEL} is not valid SeedClusterInfo JSON: {0}")]
+pub struct BadClusterInfo(serde_json::Error);
+
 /// Decodes the `seed_cluster_info` label (or the seed's `/manifest.json`).
-pub fn parse_seed_cluster_info(text: &str) -> Result<SeedClusterInfo, String> {
-    serde_json::from_str(text).map_err(|e| {
-        format!("label {SEED_CLUSTER_INFO_LABEL} is not valid SeedClusterInfo JSON: {e}")
-    })
+pub fn parse_seed_cluster_info(text: &str) -> Result<SeedClusterInfo, BadClusterInfo> {
+    serde_json::from_str(text).map_err(BadClusterInfo)
 }
 
 /// What ibi learned about a seed image.
@@ -217,7 +220,7 @@ impl SeedExpectations {
 pub fn registry_options(
     config: &InstallationConfig,
     insecure_registries: Vec<String>,
-) -> Result<RegistryOptions, String> {
+) -> Result<RegistryOptions, PullSecretError> {
     registry_access(
         config.pull_secret.expose(),
         config.image_digest_sources(),
@@ -231,7 +234,7 @@ pub fn registry_options(
 pub fn site_registry_options(
     config: &InstallConfig,
     insecure_registries: Vec<String>,
-) -> Result<RegistryOptions, String> {
+) -> Result<RegistryOptions, PullSecretError> {
     registry_access(
         config.pull_secret.expose(),
         &config.image_digest_sources().unwrap_or_default(),
@@ -245,7 +248,7 @@ fn registry_access(
     image_digest_sources: &[ImageDigestSource],
     additional_trust_bundle: &str,
     insecure_registries: Vec<String>,
-) -> Result<RegistryOptions, String> {
+) -> Result<RegistryOptions, PullSecretError> {
     let pull_secret = match pull_secret.trim() {
         "" => None,
         text => Some(super::registry::parse_pull_secret(text)?),
@@ -298,7 +301,7 @@ pub fn check_seed(info: &SeedInfo, want: &SeedExpectations) -> Vec<SeedFinding> 
             SeedCheck::ClusterInfo,
             format!("the seed image has no {SEED_CLUSTER_INFO_LABEL} label, so seedVersion {:?} cannot be checked against it", want.seed_version),
         )),
-        Err(e) => out.push(finding(SeedCheck::ClusterInfo, e)),
+        Err(e) => out.push(finding(SeedCheck::ClusterInfo, e.to_string())),
     }
     if info.architecture != want.architecture {
         out.push(finding(
@@ -316,7 +319,9 @@ fn finding(check: SeedCheck, message: String) -> SeedFinding {
     SeedFinding { check, message }
 }
 
-fn cluster_info(labels: &BTreeMap<String, String>) -> Result<Option<SeedClusterInfo>, String> {
+fn cluster_info(
+    labels: &BTreeMap<String, String>,
+) -> Result<Option<SeedClusterInfo>, BadClusterInfo> {
     labels
         .get(SEED_CLUSTER_INFO_LABEL)
         .map(|t| parse_seed_cluster_info(t))
@@ -459,7 +464,7 @@ mod tests {
         )
         .expect("unknown");
         assert!(ci.has_proxy);
-        let e = parse_seed_cluster_info("{").expect_err("bad");
+        let e = parse_seed_cluster_info("{").expect_err("bad").to_string();
         assert!(e.starts_with("label com.openshift.lifecycle-agent.seed_cluster_info is not valid SeedClusterInfo JSON"), "{e}");
     }
 
@@ -497,7 +502,9 @@ mod tests {
             pull_secret: "{hunter2".into(),
             ..Default::default()
         };
-        let e = registry_options(&bad, Vec::new()).expect_err("bad secret");
+        let e = registry_options(&bad, Vec::new())
+            .expect_err("bad secret")
+            .to_string();
         assert!(!e.contains("hunter2"), "{e}");
     }
 

@@ -55,6 +55,7 @@ pub fn read_site_seed(
         (None, Some(label)) => {
             let why = super::parse_seed_cluster_info(label)
                 .err()
+                .map(|e| e.to_string())
                 .unwrap_or_default();
             return Err(anyhow!("seed image {text} (--seed): {why}"));
         }

@@ -14,7 +14,7 @@ mod layout;
 mod manifest;
 mod mirrors;
 mod remote;
-pub use auth::{Credentials, PullSecret, parse_pull_secret};
+pub use auth::{BadEntry, Credentials, PullSecret, PullSecretError, parse_pull_secret};
 pub use files::{ImagePath, LayerOrder, read_layout_file, read_registry_file};
 pub use mirrors::pull_endpoints;
 

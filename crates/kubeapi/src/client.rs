@@ -87,7 +87,7 @@ impl Client {
         }
         let token = match &access.auth {
             ClientAuth::Certificate { cert_pem, key_pem } => {
-                b = b.identity(identity(cert_pem, key_pem).map_err(setup)?);
+                b = b.identity(identity(cert_pem, key_pem).map_err(|e| setup(e.to_string()))?);
                 None
             }
             ClientAuth::Token(t) => Some(t.clone()),
@@ -228,28 +228,41 @@ impl Client {
     }
 }
 
+/// Why a kubeconfig's client certificate and key make no TLS identity; never quotes the key.
+#[derive(Debug, thiserror::Error)]
+enum BadIdentity {
+    #[error("client-key-data: not a PEM private key")]
+    Key,
+    #[error("client-key-data: re-encoding the key: {0}")]
+    Reencoding(openssl::error::ErrorStack),
+    #[error("client-certificate-data: not a PEM certificate")]
+    Certificate,
+    #[error(
+        "client-certificate-data and client-key-data do not belong together (the key is not the certificate's)"
+    )]
+    Mismatch,
+    /// native-tls's innermost cause.
+    #[error("{0}")]
+    Tls(String),
+}
+
 /// native-tls takes PKCS#8 only; the installer (and ibi) write PKCS#1 (`RSA PRIVATE KEY`), so the
-/// key is read by OpenSSL and handed over re-encoded. The error never quotes the key.
-fn identity(cert_pem: &[u8], key_pem: &Secret<Vec<u8>>) -> Result<Identity, String> {
-    let key = PKey::private_key_from_pem(key_pem.expose())
-        .map_err(|_| "client-key-data: not a PEM private key".to_string())?;
+/// key is read by OpenSSL and handed over re-encoded.
+fn identity(cert_pem: &[u8], key_pem: &Secret<Vec<u8>>) -> Result<Identity, BadIdentity> {
+    let key = PKey::private_key_from_pem(key_pem.expose()).map_err(|_| BadIdentity::Key)?;
     let pkcs8: Secret<Vec<u8>> = Secret::new(
         key.private_key_to_pem_pkcs8()
-            .map_err(|e| format!("client-key-data: re-encoding the key: {e}"))?,
+            .map_err(BadIdentity::Reencoding)?,
     );
-    let cert = openssl::x509::X509::from_pem(cert_pem)
-        .map_err(|_| "client-certificate-data: not a PEM certificate".to_string())?;
+    let cert = openssl::x509::X509::from_pem(cert_pem).map_err(|_| BadIdentity::Certificate)?;
     let matches = cert
         .public_key()
         .map(|p| p.public_eq(&key))
         .unwrap_or(false);
     if !matches {
-        return Err(
-            "client-certificate-data and client-key-data do not belong together (the key is not the certificate's)"
-                .into(),
-        );
+        return Err(BadIdentity::Mismatch);
     }
-    Identity::from_pkcs8_pem(cert_pem, pkcs8.expose()).map_err(|e| innermost(&e))
+    Identity::from_pkcs8_pem(cert_pem, pkcs8.expose()).map_err(|e| BadIdentity::Tls(innermost(&e)))
 }
 
 fn call(path: &str) -> String {
@@ -297,9 +310,11 @@ mod tests {
         let other = openssl::rsa::Rsa::generate(2048).unwrap();
         let cert = self_signed(&PKey::from_rsa(other).unwrap());
         let key_pem = Secret::new(key.private_key_to_pem().unwrap());
-        let e = identity(&cert, &key_pem).unwrap_err();
+        let e = identity(&cert, &key_pem).unwrap_err().to_string();
         assert!(e.contains("do not belong together"), "{e}");
-        let e = identity(&cert, &Secret::new(b"MARKER not a key".to_vec())).unwrap_err();
+        let e = identity(&cert, &Secret::new(b"MARKER not a key".to_vec()))
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains("MARKER"), "{e}");
     }
 

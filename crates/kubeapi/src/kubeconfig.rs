@@ -161,7 +161,7 @@ pub(crate) enum SelectedAuth {
 /// Parses a kubeconfig and picks its current context (or its only one). Nothing is read from disk:
 /// files it names are read by [`load_kubeconfig`].
 pub(crate) fn parse_kubeconfig(text: &str) -> Result<Selected, KubeconfigError> {
-    util::yaml::check_flow_depth(text.as_bytes()).map_err(err)?;
+    util::yaml::check_flow_depth(text.as_bytes()).map_err(|e| err(e.to_string()))?;
     let raw: RawConfig = serde_yaml_ng::from_str(text).map_err(|e| err(e.to_string()))?;
     let context = pick_context(&raw)?;
     let cluster = raw

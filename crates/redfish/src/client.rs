@@ -160,10 +160,10 @@ impl Client {
     pub fn new(url: &Url, opts: ClientOptions) -> Result<Self, RedfishError> {
         let origin = origin_of(url);
         let opened = Arc::new(AtomicUsize::new(0));
-        let http = build_http(&opts.trust, &opened).map_err(|detail| RedfishError::Protocol {
+        let http = build_http(&opts.trust, &opened).map_err(|e| RedfishError::Protocol {
             bmc: origin.clone(),
             call: "setting up TLS".into(),
-            detail,
+            detail: e.to_string(),
         })?;
         let mut base = url.clone();
         base.set_path("/");
@@ -661,7 +661,7 @@ impl<S: tower_service::Service<R>, R> tower_service::Service<R> for Counted<S> {
 /// The HTTP client: at most one idle connection to the BMC, kept [`IDLE_KEPT`]. A connection the
 /// BMC closes while idle is noticed and dropped by the pool; one it closes as a request arrives is
 /// [`Failure::Stale`].
-fn build_http(trust: &Trust, opened: &Arc<AtomicUsize>) -> Result<Http, String> {
+fn build_http(trust: &Trust, opened: &Arc<AtomicUsize>) -> Result<Http, NoHttp> {
     let builder = Http::builder()
         .user_agent(concat!("ibi/", env!("CARGO_PKG_VERSION")))
         .pool_max_idle_per_host(1)
@@ -671,15 +671,26 @@ fn build_http(trust: &Trust, opened: &Arc<AtomicUsize>) -> Result<Http, String> 
         Trust::System => builder,
         Trust::Insecure => builder.tls_danger_accept_invalid_certs(true),
         Trust::Ca(pem) => {
-            let certs = reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|e| format!("reading the CA bundle: {e}"))?;
+            let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(NoHttp::CaBundle)?;
             if certs.is_empty() {
-                return Err("the CA bundle holds no certificate".into());
+                return Err(NoHttp::EmptyCaBundle);
             }
             builder.tls_certs_only(certs)
         }
     };
-    builder.build().map_err(|e| innermost(&e))
+    builder.build().map_err(|e| NoHttp::Client(innermost(&e)))
+}
+
+/// Why no HTTP client could be made for a BMC.
+#[derive(Debug, thiserror::Error)]
+enum NoHttp {
+    #[error("reading the CA bundle: {0}")]
+    CaBundle(reqwest::Error),
+    #[error("the CA bundle holds no certificate")]
+    EmptyCaBundle,
+    /// reqwest's innermost cause.
+    #[error("{0}")]
+    Client(String),
 }
 
 fn reply(status: u16, headers: &HeaderMap, bytes: &[u8]) -> Reply {

@@ -199,9 +199,17 @@ pub struct VirtualMedia {
     pub verify_certificate: Option<bool>,
 }
 
+/// A resource that is not the one expected, with serde's reason.
+#[derive(Debug, thiserror::Error)]
+#[error("not a {what}: {error}")]
+pub(crate) struct NotA {
+    what: &'static str,
+    error: serde_json::Error,
+}
+
 /// Decodes a resource, naming what was expected when it does not fit.
-pub(crate) fn decode<T: DeserializeOwned>(body: &Value, what: &str) -> Result<T, String> {
-    serde_json::from_value(body.clone()).map_err(|e| format!("not a {what}: {e}"))
+pub(crate) fn decode<T: DeserializeOwned>(body: &Value, what: &'static str) -> Result<T, NotA> {
+    serde_json::from_value(body.clone()).map_err(|error| NotA { what, error })
 }
 
 /// Whether a resource is a ComputerSystem, by type or, for BMCs that omit `@odata.type`, by the
@@ -304,7 +312,9 @@ mod tests {
 
     #[test]
     fn a_wrong_resource_is_named() {
-        let err = decode::<ComputerSystem>(&json!({"Id": 1}), "ComputerSystem").unwrap_err();
+        let err = decode::<ComputerSystem>(&json!({"Id": 1}), "ComputerSystem")
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("not a ComputerSystem"), "{err}");
     }
 }

@@ -11,19 +11,27 @@ use std::mem::MaybeUninit;
 /// serde_yaml_ng's recursion limit: nothing nested deeper can decode anyway.
 pub(crate) const MAX_FLOW_DEPTH: usize = 128;
 
+/// Flow collections nested deeper than [`MAX_FLOW_DEPTH`], and where the first such one starts
+/// (1-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("flow collections nested deeper than {MAX_FLOW_DEPTH} at line {line} column {column}")]
+pub struct TooDeep {
+    pub line: u64,
+    pub column: u64,
+}
+
 /// An error when the YAML `input` nests flow collections deeper than [`MAX_FLOW_DEPTH`], naming where.
-pub fn check_flow_depth(input: &[u8]) -> Result<(), String> {
+pub fn check_flow_depth(input: &[u8]) -> Result<(), TooDeep> {
     // Fewer opening brackets than the limit cannot nest past it: the common case skips the scan.
     let opens = input.iter().filter(|b| matches!(b, b'[' | b'{')).count();
     if opens <= MAX_FLOW_DEPTH {
         return Ok(());
     }
     match deepest_flow(input) {
-        Some(mark) => Err(format!(
-            "flow collections nested deeper than {MAX_FLOW_DEPTH} at line {} column {}",
-            mark.line + 1,
-            mark.column + 1
-        )),
+        Some(mark) => Err(TooDeep {
+            line: mark.line + 1,
+            column: mark.column + 1,
+        }),
         None => Ok(()),
     }
 }
@@ -84,7 +92,7 @@ mod tests {
         for (open, close) in [("[", "]"), ("{a: ", "}")] {
             let text = format!("k: {}{}\n", open.repeat(200_000), close.repeat(200_000));
             let start = Instant::now();
-            let err = check_flow_depth(text.as_bytes()).unwrap_err();
+            let err = check_flow_depth(text.as_bytes()).unwrap_err().to_string();
             assert!(
                 start.elapsed() < Duration::from_secs(5),
                 "{:?}",

@@ -359,7 +359,8 @@ fn status_url(o: &DeployOptions, served: &Url) -> Vec<Finding> {
         }
         TlsChoice::Plain => return Vec::new(),
     };
-    let verdict = chain.and_then(|c| verify_for(&c, settings.ca_pem.as_deref(), &host));
+    let verdict = chain
+        .and_then(|c| verify_for(&c, settings.ca_pem.as_deref(), &host).map_err(|e| e.to_string()));
     match verdict {
         Ok(()) => Vec::new(),
         Err(e) => finding(format!(

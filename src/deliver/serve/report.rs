@@ -22,7 +22,7 @@ use tracing::warn;
 use super::access_log::AccessLog;
 use super::body::utc_timestamp;
 use super::catalog::HostToken;
-use crate::contract::host_report::{HostReport, MAX_REPORT_BYTES, REPORT_ENDPOINT};
+use crate::contract::host_report::{HostReport, MAX_REPORT_BYTES, OutOfBounds, REPORT_ENDPOINT};
 use crate::deliver::report_store::{ReportStore, StoredReport};
 use crate::install_image::status_token;
 use crate::util::secret::{Secret, scrub};
@@ -100,7 +100,7 @@ impl Reports {
         };
         let report = match decode(&bytes, &by.token) {
             Ok(r) => r,
-            Err(why) => return Outcome::refused(StatusCode::BAD_REQUEST, why),
+            Err(why) => return Outcome::refused(StatusCode::BAD_REQUEST, why.to_string()),
         };
         self.keep(client, report, by.site.clone()).await
     }
@@ -250,16 +250,26 @@ async fn collect(mut body: Incoming) -> Result<Option<Vec<u8>>, hyper::Error> {
     Ok(Some(buf))
 }
 
+/// Why a report was refused: messages name a position or a field, never the text.
+#[derive(Debug, thiserror::Error)]
+pub enum BadReport {
+    #[error("not a report ({category:?} error at line {line}, column {column})")]
+    NotJson {
+        category: serde_json::error::Category,
+        line: usize,
+        column: usize,
+    },
+    #[error(transparent)]
+    OutOfBounds(#[from] OutOfBounds),
+}
+
 /// Decodes and checks a report. The host filters its logs; the token is scrubbed again here, in case a
-/// host's filter missed it. Messages name a position or a field, never the text.
-pub fn decode(bytes: &[u8], token: &Secret) -> Result<HostReport, String> {
-    let mut report: HostReport = serde_json::from_slice(bytes).map_err(|e| {
-        format!(
-            "not a report ({:?} error at line {}, column {})",
-            e.classify(),
-            e.line(),
-            e.column()
-        )
+/// host's filter missed it.
+pub fn decode(bytes: &[u8], token: &Secret) -> Result<HostReport, BadReport> {
+    let mut report: HostReport = serde_json::from_slice(bytes).map_err(|e| BadReport::NotJson {
+        category: e.classify(),
+        line: e.line(),
+        column: e.column(),
     })?;
     report.check()?;
     let secrets = [token.clone()];
@@ -383,7 +393,9 @@ mod tests {
         .unwrap();
         assert_eq!(r.logs[0], "curl -H 'Authorization: Bearer <redacted>'");
         assert_eq!(r.status.error.as_deref(), Some("failed with <redacted>"));
-        let err = decode(br#"{"version":1,"MARKER":2}"#, &token).unwrap_err();
+        let err = decode(br#"{"version":1,"MARKER":2}"#, &token)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("not a report (Data error at line 1"),
             "{err}"
@@ -391,7 +403,7 @@ mod tests {
         assert!(!err.contains("MARKER"), "{err}");
         let too_many = body(vec!["x".into(); 101], None);
         assert_eq!(
-            decode(&too_many, &token).unwrap_err(),
+            decode(&too_many, &token).unwrap_err().to_string(),
             "logs: 101 lines, at most 100"
         );
     }

@@ -158,15 +158,13 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<SslAcceptor> {
 
 /// Whether a client that trusts only `ca_pem` (or, without it, this machine's system trust store,
 /// standing in for the live ISO's) accepts the certificate chain `chain_pem` for `host` (a DNS
-/// name or an IP address): what a host reporting to `statusURL` with `statusCA` will find. The
-/// error is OpenSSL's verdict, e.g. "unable to get local issuer certificate".
-pub fn verify_for(chain_pem: &[u8], ca_pem: Option<&str>, host: &Host) -> Result<(), String> {
-    let certs =
-        X509::stack_from_pem(chain_pem).map_err(|e| format!("not PEM certificates: {e}"))?;
+/// name or an IP address): what a host reporting to `statusURL` with `statusCA` will find.
+pub fn verify_for(chain_pem: &[u8], ca_pem: Option<&str>, host: &Host) -> Result<(), Untrusted> {
+    let certs = X509::stack_from_pem(chain_pem).map_err(Untrusted::NotPem)?;
     let Some((leaf, rest)) = certs.split_first() else {
-        return Err("no certificate".into());
+        return Err(Untrusted::NoCertificate);
     };
-    let check = || -> Result<Result<(), String>, openssl::error::ErrorStack> {
+    let check = || -> Result<Result<(), Untrusted>, openssl::error::ErrorStack> {
         let mut store = X509StoreBuilder::new()?;
         match ca_pem {
             Some(pem) => {
@@ -191,11 +189,25 @@ pub fn verify_for(chain_pem: &[u8], ca_pem: Option<&str>, host: &Host) -> Result
         ctx.init(&store, leaf, &chain, |c| {
             Ok(match c.verify_cert()? {
                 true => Ok(()),
-                false => Err(c.error().error_string().to_string()),
+                false => Err(Untrusted::Refused(c.error())),
             })
         })
     };
-    check().map_err(|e| format!("checking the certificate: {e}"))?
+    check().map_err(Untrusted::Checking)?
+}
+
+/// Why a client would not trust a certificate chain ([`verify_for`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Untrusted {
+    #[error("not PEM certificates: {0}")]
+    NotPem(openssl::error::ErrorStack),
+    #[error("no certificate")]
+    NoCertificate,
+    /// OpenSSL's verdict, e.g. "unable to get local issuer certificate".
+    #[error("{}", .0.error_string())]
+    Refused(openssl::x509::X509VerifyResult),
+    #[error("checking the certificate: {0}")]
+    Checking(openssl::error::ErrorStack),
 }
 
 #[cfg(test)]
@@ -243,13 +255,17 @@ mod tests {
         let (cert, _) = generate(std::slice::from_ref(&local)).unwrap();
         let pem = String::from_utf8(cert.clone()).unwrap();
         verify_for(&cert, Some(&pem), &local).unwrap();
-        let other = verify_for(&cert, Some(&pem), &Host::parse("192.0.2.7")).unwrap_err();
+        let other = verify_for(&cert, Some(&pem), &Host::parse("192.0.2.7"))
+            .unwrap_err()
+            .to_string();
         assert!(other.contains("IP address mismatch"), "{other}");
         let (stranger, _) = generate(std::slice::from_ref(&local)).unwrap();
         let stranger = String::from_utf8(stranger).unwrap();
-        let err = verify_for(&cert, Some(&stranger), &local).unwrap_err();
+        let err = verify_for(&cert, Some(&stranger), &local)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("self-signed certificate"), "{err}");
-        let err = verify_for(&cert, None, &local).unwrap_err();
+        let err = verify_for(&cert, None, &local).unwrap_err().to_string();
         assert!(err.contains("self-signed certificate"), "{err}");
     }
 }

@@ -398,7 +398,7 @@ fn damaged_row(d: DamagedRecord, reports: &[StoredReport]) -> HostStatus {
         site: Some(d.site),
         damaged: Some(Damage {
             file: d.path.display().to_string(),
-            problem: d.problem,
+            problem: d.problem.to_string(),
         }),
         ..identity(&reports.iter().collect::<Vec<_>>())
     }

@@ -57,15 +57,39 @@ impl fmt::Debug for PullSecret {
     }
 }
 
-/// Decodes a pull secret. Errors give the line and column only: serde's own messages quote values.
-pub fn parse_pull_secret(text: &str) -> Result<PullSecret, String> {
-    serde_json::from_str(text).map_err(|e| {
-        format!(
-            "pull secret is not a valid auth file ({:?} error at line {}, column {})",
-            e.classify(),
-            e.line(),
-            e.column()
-        )
+/// Why a pull secret gives no credentials. It names keys and positions, never values (serde's own
+/// messages quote them).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PullSecretError {
+    #[error(
+        "pull secret is not a valid auth file ({category:?} error at line {line}, column {column})"
+    )]
+    NotAuthFile {
+        category: serde_json::error::Category,
+        line: usize,
+        column: usize,
+    },
+    #[error("pull secret: auths[{key:?}]: {why}")]
+    Entry { key: String, why: BadEntry },
+}
+
+/// Why one `auths` entry decodes to no credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadEntry {
+    #[error("auth is not valid base64")]
+    Base64,
+    #[error("auth does not decode to UTF-8 text")]
+    Utf8,
+    #[error("auth does not decode to user:password")]
+    NoColon,
+}
+
+/// Decodes a pull secret.
+pub fn parse_pull_secret(text: &str) -> Result<PullSecret, PullSecretError> {
+    serde_json::from_str(text).map_err(|e| PullSecretError::NotAuthFile {
+        category: e.classify(),
+        line: e.line(),
+        column: e.column(),
     })
 }
 
@@ -76,7 +100,7 @@ impl PullSecret {
         &self,
         registry: &str,
         repository: &str,
-    ) -> Result<Option<Credentials>, String> {
+    ) -> Result<Option<Credentials>, PullSecretError> {
         let name = format!("{}/{repository}", normalize_key(registry));
         let best = self
             .auths
@@ -87,9 +111,10 @@ impl PullSecret {
             })
             .max_by_key(|(key, _)| normalize_key(key).len());
         match best {
-            Some((key, entry)) => entry
-                .credentials()
-                .map_err(|why| format!("pull secret: auths[{key:?}]: {why}")),
+            Some((key, entry)) => entry.credentials().map_err(|why| PullSecretError::Entry {
+                key: key.clone(),
+                why,
+            }),
             None => Ok(None),
         }
     }
@@ -121,14 +146,12 @@ impl PullSecret {
 }
 
 impl AuthEntry {
-    fn credentials(&self) -> Result<Option<Credentials>, String> {
+    fn credentials(&self) -> Result<Option<Credentials>, BadEntry> {
         if let Some(auth) = self.auth.as_deref().filter(|a| !a.is_empty()) {
-            let raw = openssl::base64::decode_block(auth.trim())
-                .map_err(|_| "auth is not valid base64".to_string())?;
-            let text = String::from_utf8(raw)
-                .map_err(|_| "auth does not decode to UTF-8 text".to_string())?;
+            let raw = openssl::base64::decode_block(auth.trim()).map_err(|_| BadEntry::Base64)?;
+            let text = String::from_utf8(raw).map_err(|_| BadEntry::Utf8)?;
             let Some((user, pass)) = text.split_once(':') else {
-                return Err("auth does not decode to user:password".into());
+                return Err(BadEntry::NoColon);
             };
             return Ok(Some(Credentials {
                 username: user.into(),
@@ -225,20 +248,29 @@ mod tests {
     #[test]
     fn errors_never_show_secrets() {
         let s = secret();
-        let e = s.credentials_for("broken.lab", "x").expect_err("broken");
+        let e = s
+            .credentials_for("broken.lab", "x")
+            .expect_err("broken")
+            .to_string();
         assert_eq!(
             e,
             r#"pull secret: auths["broken.lab"]: auth is not valid base64"#
         );
-        let e = s.credentials_for("nocolon.lab", "x").expect_err("no colon");
+        let e = s
+            .credentials_for("nocolon.lab", "x")
+            .expect_err("no colon")
+            .to_string();
         assert_eq!(
             e,
             r#"pull secret: auths["nocolon.lab"]: auth does not decode to user:password"#
         );
         let e = parse_pull_secret(r#"{"auths": {"q.io": {"auth": 5, "hunter2": "hunter2"}}}"#)
-            .expect_err("bad");
+            .expect_err("bad")
+            .to_string();
         assert!(!e.contains("hunter2") && e.contains("line 1"), "{e}");
-        let e = parse_pull_secret(r#"{"auths": ["hunter2-secret"]}"#).expect_err("bad");
+        let e = parse_pull_secret(r#"{"auths": ["hunter2-secret"]}"#)
+            .expect_err("bad")
+            .to_string();
         assert!(!e.contains("hunter2"), "{e}");
         let debug = format!("{s:?} {:?}", s.credentials_for("quay.io", "a").expect("ok"));
         assert!(

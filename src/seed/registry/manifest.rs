@@ -76,15 +76,41 @@ struct ContainerConfig {
     labels: Option<BTreeMap<String, String>>,
 }
 
-pub(super) fn parse_manifest(bytes: &[u8]) -> Result<Manifest, String> {
-    serde_json::from_slice(bytes).map_err(|e| format!("manifest is not valid JSON: {e}"))
+/// Why a manifest, an index or an image config gives ibi no image.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ManifestError {
+    #[error("manifest is not valid JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("the image index has no linux/{architecture} image (it has: {})", platforms(.found))]
+    NoPlatform {
+        architecture: String,
+        found: Vec<String>,
+    },
+    #[error("the manifest has no config (is it a nested image index?)")]
+    NoConfig,
+    #[error("the image config is {0} bytes, over the {MAX_BLOB_SIZE}-byte limit")]
+    ConfigTooBig(u64),
+    #[error("image config is not valid JSON: {0}")]
+    ConfigNotJson(serde_json::Error),
+}
+
+fn platforms(found: &[String]) -> String {
+    if found.is_empty() {
+        "no platforms".to_string()
+    } else {
+        found.join(", ")
+    }
+}
+
+pub(super) fn parse_manifest(bytes: &[u8]) -> Result<Manifest, ManifestError> {
+    serde_json::from_slice(bytes).map_err(ManifestError::NotJson)
 }
 
 /// Picks the `linux/<architecture>` entry of an image index.
 pub(super) fn select_platform<'a>(
     entries: &'a [Descriptor],
     architecture: &str,
-) -> Result<&'a Descriptor, String> {
+) -> Result<&'a Descriptor, ManifestError> {
     let matches =
         |p: &Platform| p.architecture == architecture && (p.os.is_empty() || p.os == "linux");
     if let Some(d) = entries
@@ -101,27 +127,17 @@ pub(super) fn select_platform<'a>(
                 .map(|p| format!("{}/{}", p.os, p.architecture))
         })
         .collect();
-    Err(format!(
-        "the image index has no linux/{architecture} image (it has: {})",
-        if found.is_empty() {
-            "no platforms".to_string()
-        } else {
-            found.join(", ")
-        }
-    ))
+    Err(ManifestError::NoPlatform {
+        architecture: architecture.to_string(),
+        found,
+    })
 }
 
 /// The config descriptor of an image manifest, refusing an index or an oversized config.
-pub(super) fn config_descriptor(manifest: &Manifest) -> Result<&Descriptor, String> {
-    let config = manifest
-        .config
-        .as_ref()
-        .ok_or("the manifest has no config (is it a nested image index?)")?;
+pub(super) fn config_descriptor(manifest: &Manifest) -> Result<&Descriptor, ManifestError> {
+    let config = manifest.config.as_ref().ok_or(ManifestError::NoConfig)?;
     if config.size > MAX_BLOB_SIZE {
-        return Err(format!(
-            "the image config is {} bytes, over the {MAX_BLOB_SIZE}-byte limit",
-            config.size
-        ));
+        return Err(ManifestError::ConfigTooBig(config.size));
     }
     Ok(config)
 }
@@ -133,9 +149,8 @@ pub(super) fn image_info(
     manifest: &Manifest,
     config: &[u8],
     source: String,
-) -> Result<ImageInfo, String> {
-    let file: ConfigFile = serde_json::from_slice(config)
-        .map_err(|e| format!("image config is not valid JSON: {e}"))?;
+) -> Result<ImageInfo, ManifestError> {
+    let file: ConfigFile = serde_json::from_slice(config).map_err(ManifestError::ConfigNotJson)?;
     Ok(ImageInfo {
         digest,
         manifest_digest,
@@ -171,7 +186,9 @@ mod tests {
             select_platform(&entries, "arm64").expect("arm64").digest,
             "sha256:b"
         );
-        let e = select_platform(&entries, "s390x").expect_err("s390x");
+        let e = select_platform(&entries, "s390x")
+            .expect_err("s390x")
+            .to_string();
         assert_eq!(
             e,
             "the image index has no linux/s390x image (it has: linux/amd64, linux/arm64)"
@@ -193,7 +210,8 @@ mod tests {
         assert_eq!(info.labels.get("a").map(String::as_str), Some("b"));
         assert_eq!(info.layer_count, 1);
         let e = config_descriptor(&parse_manifest(br#"{"manifests":[]}"#).expect("index"))
-            .expect_err("no config");
+            .expect_err("no config")
+            .to_string();
         assert!(e.contains("no config"), "{e}");
     }
 }

@@ -8,7 +8,7 @@ use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
-use super::auth::PullSecret;
+use super::auth::{PullSecret, PullSecretError};
 use super::manifest::{
     ImageInfo, Manifest, config_descriptor, image_info, parse_manifest, select_platform,
 };
@@ -113,7 +113,7 @@ pub fn inspect_registry_image(
     };
     let endpoints =
         pull_endpoints(reference, &opts.image_digest_sources).map_err(|e| other(e.to_string()))?;
-    let client = build_client(opts).map_err(other)?;
+    let client = build_client(opts).map_err(|e| other(e.to_string()))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -147,26 +147,35 @@ pub fn inspect_registry_image(
     Err(err)
 }
 
+/// Why no registry client could be made.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum NoClient {
+    #[error("additionalTrustBundle is not a PEM certificate bundle: {0}")]
+    NotPem(openssl::error::ErrorStack),
+    #[error("additionalTrustBundle is not a PEM certificate bundle: it holds no certificate")]
+    Empty,
+    #[error("additionalTrustBundle: {0}")]
+    Der(openssl::error::ErrorStack),
+    /// The client's error chain, joined.
+    #[error("setting up the registry client: {0}")]
+    Setup(String),
+}
+
 /// A client with the extra trust roots, plain HTTP for insecure registries, and timeouts.
-pub(super) fn build_client(opts: &RegistryOptions) -> Result<Client, String> {
+pub(super) fn build_client(opts: &RegistryOptions) -> Result<Client, NoClient> {
     let mut roots = Vec::new();
     if let Some(pem) = opts
         .additional_trust_bundle
         .as_deref()
         .filter(|p| !p.trim().is_empty())
     {
-        let certs = openssl::x509::X509::stack_from_pem(pem.as_bytes())
-            .map_err(|e| format!("additionalTrustBundle is not a PEM certificate bundle: {e}"))?;
+        let certs =
+            openssl::x509::X509::stack_from_pem(pem.as_bytes()).map_err(NoClient::NotPem)?;
         if certs.is_empty() {
-            return Err(
-                "additionalTrustBundle is not a PEM certificate bundle: it holds no certificate"
-                    .into(),
-            );
+            return Err(NoClient::Empty);
         }
         for cert in certs {
-            let data = cert
-                .to_der()
-                .map_err(|e| format!("additionalTrustBundle: {e}"))?;
+            let data = cert.to_der().map_err(NoClient::Der)?;
             roots.push(Certificate {
                 encoding: CertificateEncoding::Der,
                 data,
@@ -188,7 +197,7 @@ pub(super) fn build_client(opts: &RegistryOptions) -> Result<Client, String> {
         read_timeout: Some(timeout),
         ..Default::default()
     })
-    .map_err(|e| format!("setting up the registry client: {}", error_chain(&e)))
+    .map_err(|e| NoClient::Setup(error_chain(&e)))
 }
 
 /// The platform manifest of `endpoint` for `architecture`: what both inspecting and reading layers start
@@ -213,17 +222,17 @@ pub(super) async fn platform_manifest(
         detail,
     };
     let oci = |e: OciDistributionError| classify(e, asked, &endpoint.registry);
-    let auth = registry_auth(endpoint, opts).map_err(fail)?;
+    let auth = registry_auth(endpoint, opts).map_err(|e| fail(e.to_string()))?;
     let top = oci_reference(endpoint, None);
     let (bytes, digest) = client
         .pull_manifest_raw(&top, &auth, MANIFEST_MEDIA_TYPES)
         .await
         .map_err(oci)?;
-    let mut manifest = parse_manifest(&bytes).map_err(fail)?;
+    let mut manifest = parse_manifest(&bytes).map_err(|e| fail(e.to_string()))?;
     let mut manifest_digest = digest.clone();
     if let Some(entries) = &manifest.manifests {
         let chosen = select_platform(entries, architecture)
-            .map_err(fail)?
+            .map_err(|e| fail(e.to_string()))?
             .digest
             .clone();
         let platform_ref = oci_reference(endpoint, Some(&chosen));
@@ -231,7 +240,7 @@ pub(super) async fn platform_manifest(
             .pull_manifest_raw(&platform_ref, &auth, MANIFEST_MEDIA_TYPES)
             .await
             .map_err(oci)?;
-        manifest = parse_manifest(&bytes).map_err(fail)?;
+        manifest = parse_manifest(&bytes).map_err(|e| fail(e.to_string()))?;
         manifest_digest = d;
     }
     Ok(PlatformManifest {
@@ -262,7 +271,7 @@ async fn inspect_endpoint(
         manifest,
         ..
     } = platform_manifest(client, asked, endpoint, architecture, opts).await?;
-    let config = config_descriptor(&manifest).map_err(fail)?;
+    let config = config_descriptor(&manifest).map_err(|e| fail(e.to_string()))?;
     let mut blob = Vec::new();
     client
         .pull_blob(&top, config.digest.as_str(), &mut blob)
@@ -275,14 +284,14 @@ async fn inspect_endpoint(
         &blob,
         endpoint.to_string(),
     )
-    .map_err(fail)
+    .map_err(|e| fail(e.to_string()))
 }
 
 /// The pull secret's credentials for `endpoint`, or anonymous access.
 fn registry_auth(
     endpoint: &ImageReference,
     opts: &RegistryOptions,
-) -> Result<RegistryAuth, String> {
+) -> Result<RegistryAuth, PullSecretError> {
     let Some(secret) = &opts.pull_secret else {
         return Ok(RegistryAuth::Anonymous);
     };
@@ -392,7 +401,7 @@ mod tests {
             additional_trust_bundle: Some("not a certificate".into()),
             ..Default::default()
         };
-        let e = build_client(&opts).err().expect("bad bundle");
+        let e = build_client(&opts).err().expect("bad bundle").to_string();
         assert!(
             e.starts_with("additionalTrustBundle is not a PEM certificate bundle"),
             "{e}"
