@@ -39,6 +39,7 @@ fn note(size: usize) {
 
 // SAFETY: every call is forwarded unchanged to `System`; `note` only touches a const-initialized
 // thread-local and never allocates.
+#[allow(unsafe_code)] // a test's allocator that measures; ibi's own code has none
 unsafe impl GlobalAlloc for Tracking {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note(layout.size());
