@@ -49,7 +49,7 @@ use common::deliver::fleet::{DeployRun, example_fleet_base, spawn_deploy};
 use common::deliver::free_port;
 use common::deliver::host::{ok, test_tls};
 use common::kubeapi::{BuiltSite, StandIn};
-use common::lab::{self, Disk, Lab};
+use common::lab::{self, Disk, Lab, SeedEnv};
 use serde_json::Value;
 
 const TEST: &str = "lab";
@@ -407,6 +407,30 @@ fn record_field(record: &str, key: &str) -> String {
         .to_string()
 }
 
+/// The live system of a one-shot install applied the site's static network before the install
+/// (`network-config.service`, which the site's medium enables): the lab's nmstatectl stand-in said
+/// the SHA-256 of the state it was given, which is the site's nmstate from the manifest of its
+/// configuration ISO (extracted under `iso_tree`) with the newline the installation ISO adds.
+#[cfg(feature = "agent")]
+fn assert_site_network_applied(serial: &str, iso_tree: &Path) {
+    let manifest: Value = serde_json::from_slice(
+        &std::fs::read(iso_tree.join("cluster-configuration/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    let nmstate = manifest[ibi::contract::config_iso::MANIFEST_NMSTATE_KEY]
+        .as_str()
+        .expect("the example fleet's site a17 has a static network");
+    let want = format!(
+        "IBI-LAB: nmstatectl apply /var/tmp/network-config.yaml sha256={}",
+        common::deliver::sha256(format!("{nmstate}\n").as_bytes())
+    );
+    let said: Vec<&str> = serial
+        .lines()
+        .filter(|l| l.contains("IBI-LAB: nmstatectl"))
+        .collect();
+    assert_eq!(said, [want.as_str()], "the site's network, applied once");
+}
+
 /// The guest's side of a site phase, read from its disk after power-off: `opt` (its
 /// /opt/openshift) holds the ISO's tree byte for byte; its record in `var` (its /var) says ibi's
 /// unit ran once, at boot, successfully, and ended before post-pivot's stand-in started. Returns
@@ -651,7 +675,8 @@ fn the_factory_phase_installs_a_vm_from_an_installation_iso_ibi_built() {
 /// deployment) and the site's configuration arrives as in the site phase test above. Stand-ins:
 /// RHCOS (the live root and the seed's tree are Debian, `tests/lab/seed-tree.sh`; coreos-installer
 /// writes the fake metal image of `make-metal-image.sh` with a GRUB script for a boot loader;
-/// nmstatectl applies only an empty state; there is no SELinux) and the seed's lca-cli (the
+/// nmstatectl says what state it was given and configures nothing, as the VM has no NIC; there
+/// is no SELinux) and the seed's lca-cli (the
 /// post-pivot stand-in).
 /// The inputs of an install in the lab, shared by the factory and one-shot tests.
 #[cfg(feature = "agent")]
@@ -698,26 +723,26 @@ fn install_rig(lab: &mut Lab, name: &str, lca: Option<&'static lca::LcaRef>) -> 
     let seed = media.join("seed");
     let lca_cli = w.join("lca-cli");
     let version = lca.map_or("4.16.0", |l| l.seed_version);
-    let mut make_seed = Command::new(common::agent::fixture("make-real-seed.sh"));
-    make_seed
-        .arg(&seed)
-        .arg(version)
-        .env("SEED_TREE_TAR", lab::seed_tree().expect("the seed tree"))
-        .env("LCA_CLI", &lca_cli);
-    let precache = lca.map(|l| {
-        std::fs::write(&lca_cli, lca::POST_PIVOT_SCRIPT).unwrap();
-        let precache = w.join("precache");
-        make_seed
-            .arg(&precache)
-            .env("LCA_CLI_ROOT", lca::binary(l, &w))
-            .env("FAKE_REGISTRY", lca::REGISTRY)
-            .env("ETC_DELETIONS", lca::ETC_DELETIONS);
-        precache
-    });
-    if lca.is_none() {
-        std::fs::write(&lca_cli, POST_PIVOT_SCRIPT).unwrap();
+    let seed_tree = lab::seed_tree().expect("the seed tree");
+    let mut env = vec![
+        ("SEED_TREE_TAR", SeedEnv::File(&seed_tree)),
+        ("LCA_CLI", SeedEnv::File(&lca_cli)),
+    ];
+    let lca_root = lca.map(|l| lca::binary(l, &w));
+    let precache = lca.map(|_| w.join("precache"));
+    std::fs::write(
+        &lca_cli,
+        lca.map_or(POST_PIVOT_SCRIPT, |_| lca::POST_PIVOT_SCRIPT),
+    )
+    .unwrap();
+    if let Some(root) = &lca_root {
+        env.extend([
+            ("LCA_CLI_ROOT", SeedEnv::File(root)),
+            ("FAKE_REGISTRY", SeedEnv::Text(lca::REGISTRY)),
+            ("ETC_DELETIONS", SeedEnv::Text(lca::ETC_DELETIONS)),
+        ]);
     }
-    lab::run(&mut make_seed, limit).expect("make-real-seed.sh");
+    lab::real_seed(&seed, version, precache.as_deref(), &env).expect("make-real-seed.sh");
     lab::run(
         Command::new(common::agent::fixture("make-metal-image.sh"))
             .arg(media.join("metal.img"))
@@ -1157,6 +1182,7 @@ fn a_one_shot_medium_installs_the_host_and_carries_its_configuration() {
     // nothing was read from any device.
     assert_eq!(record_field(&record, "waited"), "0");
     assert_eq!(record_field(&record, "ExecMainExitTimestampMonotonic"), "0");
+    assert_site_network_applied(&serial, &w.join("iso"));
     let said: Vec<String> = journal(&var.join("log/journal"), "ibi-fetch-config.service")
         .iter()
         .filter_map(|e| match &e["MESSAGE"] {
@@ -1209,6 +1235,12 @@ fn lca_cli_of_release_4_18_installs_a_vm_from_an_installation_iso_ibi_built() {
     let Some(mut lab) = Lab::start(TEST) else {
         return;
     };
+    // One vCPU: release-4.18 runs `lsblk` right after its `sgdisk --new` to find partition 5, with
+    // no `udevadm settle` between; with two vCPUs that `lsblk` once found no partition 5 and lca-cli
+    // failed with "mkfs.xfs with args [-f null]" (an upstream race, most likely with udev, which a
+    // single vCPU has not shown; main adds the partition with `sfdisk --append` instead). The race
+    // is not what this test is about.
+    lab.vcpus = 1;
     let _metal = metal_image_lock();
     let started = Instant::now();
     let rig = install_rig(&mut lab, "lca-factory", Some(l));
@@ -1321,6 +1353,7 @@ fn lca_cli_of_main_installs_a_one_shot_medium_and_runs_post_sh() {
     // The tree was there before post-pivot's stand-in first looked, from no device.
     assert_eq!(record_field(&record, "waited"), "0");
     assert_eq!(record_field(&record, "source"), "folder");
+    assert_site_network_applied(&serial, &rig.w.join("iso"));
     // The user's post.sh ran after ibi's had written the tree.
     let user = std::fs::read_to_string(var.join("lib/ibi-lab-user-post")).unwrap();
     assert_eq!(
@@ -1344,8 +1377,14 @@ fn lca_ran(serial: &str, l: &lca::LcaRef, post: bool) -> Vec<String> {
         l.branch,
         calls.join("\n")
     );
+    // lca-cli says it finished only after it has called `shutdown now`, so the shutdown's SIGTERM
+    // may stop it before it says so (the lab's live system powers off within seconds): its last
+    // call being that shutdown, and its unit stopped by the signal, is the same end.
+    let said_so = serial.contains("IBI preparation process finished successfully!");
+    let stopped_by_its_shutdown = calls.last().is_some_and(|c| c == "shutdown now")
+        && serial.contains("IBI-LAB: install-rhcos-and-restore-seed.service ended: signal");
     assert!(
-        serial.contains("IBI preparation process finished successfully!"),
+        said_so || stopped_by_its_shutdown,
         "lca-cli did not finish:\n{serial}"
     );
     let seed = lca::seed_image(&calls);

@@ -6,7 +6,7 @@
 //! [`Lab::start`] starts `virtlogd` and `libvirtd` when they are not running (and stops by PID only
 //! what it started), lets `libvirt-qemu` open `/dev/kvm` (restored afterwards), defines a storage
 //! pool for the emulator's media uploads, and starts one emulator (Basic auth, TLS, 127.0.0.1)
-//! limited to the lab's domains. [`Lab::define`] defines a VM: q35, one vCPU, no network interface
+//! limited to the lab's domains. [`Lab::define`] defines a VM: q35, two vCPUs, no network interface
 //! (results come back over its serial log and its disk, read after power-off), an empty SATA CD, its
 //! disk a raw file. TCG unless `kvm_intel`/`kvm_amd` is loaded (the KVM here is PVM, on which stock
 //! firmware fails). Everything is undone by name and PID when the lab is dropped, also when a test
@@ -211,6 +211,95 @@ fn cached(name: &str, ext: &str, script: &str, inputs: &[&str]) -> Result<PathBu
     Ok(product)
 }
 
+/// `seed-fixtures/make-real-seed.sh OUT VERSION [PRECACHE]` with `env` (each value a file's path,
+/// or with [`SeedEnv::Text`] a value of its own), copied into `out` (and `precache`) from
+/// `~/.cache/ibi/lab/seed-<hash>/`, where it is made once per machine: the script is deterministic
+/// (its header: the same tools give the same digests), so every test of a run and every later run
+/// with the same script and inputs gets the same seed, bit for bit, without committing the seed
+/// tree again (about 20 s of CPU each). The hash covers the script, the version, whether precache
+/// images are made, and each variable's name and value (a file's by its contents).
+pub fn real_seed(
+    out: &Path,
+    version: &str,
+    precache: Option<&Path>,
+    env: &[(&str, SeedEnv)],
+) -> Result<(), String> {
+    let script = super::agent::fixture("make-real-seed.sh");
+    let mut recipe = std::fs::read(&script).map_err(|e| format!("{}: {e}", script.display()))?;
+    recipe.extend_from_slice(format!("\0{version}\0{}\0", precache.is_some()).as_bytes());
+    for (name, value) in env {
+        recipe.extend_from_slice(name.as_bytes());
+        recipe.push(0);
+        match value {
+            SeedEnv::File(p) => recipe.extend_from_slice(
+                ibi_hash(&std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?)
+                    .as_bytes(),
+            ),
+            SeedEnv::Text(t) => recipe.extend_from_slice(t.as_bytes()),
+        }
+        recipe.push(0);
+    }
+    let hash = ibi_hash(&recipe);
+    let dir = cache_dir().join("lab");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    // seed-<the script's hash>-<the whole recipe's>: seeds of an older script go when one is made.
+    let script_hash = ibi_hash(&std::fs::read(&script).map_err(|e| e.to_string())?);
+    let same_script = format!("seed-{}-", &script_hash[..8]);
+    let product = dir.join(format!("{same_script}{}", &hash[..16]));
+    let lock_file = std::fs::File::create(dir.join("seed.lock")).map_err(|e| e.to_string())?;
+    rustix::fs::flock(&lock_file, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| e.to_string())?;
+    if !product.join("done").is_file() {
+        for e in std::fs::read_dir(&dir).map_err(|e| e.to_string())?.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("seed-") && !name.starts_with(&same_script) && e.path().is_dir() {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+        let started = Instant::now();
+        let _ = std::fs::remove_dir_all(&product);
+        std::fs::create_dir_all(&product).map_err(|e| e.to_string())?;
+        let mut make = Command::new(&script);
+        make.arg(product.join("seed")).arg(version);
+        if precache.is_some() {
+            make.arg(product.join("precache"));
+        }
+        for (name, value) in env {
+            match value {
+                SeedEnv::File(p) => make.env(name, p),
+                SeedEnv::Text(t) => make.env(name, t),
+            };
+        }
+        run(&mut make, BUILD_TIMEOUT)?;
+        std::fs::write(product.join("done"), b"").map_err(|e| e.to_string())?;
+        eprintln!(
+            "lab: made the seed {} in {:.0?} (kept for later tests and runs)",
+            product.display(),
+            started.elapsed()
+        );
+    }
+    let copy = |from: &Path, to: &Path| {
+        run(
+            Command::new("cp").arg("-a").arg(from).arg(to),
+            Duration::from_secs(300),
+        )
+        .map(|_| ())
+    };
+    copy(&product.join("seed"), out)?;
+    if let Some(precache) = precache {
+        copy(&product.join("precache"), precache)?;
+    }
+    Ok(())
+}
+
+/// A variable of [`real_seed`]'s `make-real-seed.sh`.
+pub enum SeedEnv<'a> {
+    /// A file's path: its contents are part of the seed's recipe.
+    File(&'a Path),
+    /// A value of its own.
+    Text(&'a str),
+}
+
 fn ibi_hash(bytes: &[u8]) -> String {
     super::deliver::sha256(bytes)
 }
@@ -223,6 +312,18 @@ fn kvm_usable() -> bool {
         _ => {}
     }
     Path::new("/sys/module/kvm_intel").exists() || Path::new("/sys/module/kvm_amd").exists()
+}
+
+/// The VMs' vCPUs: `IBI_LAB_VCPUS` (1 to 8), else 2. Under TCG QEMU runs each vCPU on a thread of
+/// its own (MTTCG, its default for an x86 guest on an x86 host), so the guest's parallel work
+/// (systemd's start, the agent's restore) uses both of this machine's cores; one VM runs at a time.
+/// docs/performance.md, "The lab", has what the second one bought. A test may set [`Lab::vcpus`].
+fn vcpus() -> u32 {
+    std::env::var("IBI_LAB_VCPUS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| (1..=8).contains(n))
+        .unwrap_or(2)
 }
 
 struct Daemon {
@@ -239,6 +340,8 @@ pub struct Lab {
     pool: Option<String>,
     domains: Vec<String>,
     pub emulator: Option<Emulator>,
+    /// The vCPUs of the VMs defined from here on.
+    pub vcpus: u32,
 }
 
 /// One virtio disk of a lab VM (see [`Lab::define_disks`]).
@@ -301,6 +404,7 @@ impl Lab {
             pool: None,
             domains: Vec::new(),
             emulator: None,
+            vcpus: vcpus(),
         };
         lab.open_kvm();
         lab.start_daemons();
@@ -435,7 +539,7 @@ impl Lab {
             "<domain type='{kind}'>
   <name>{name}</name>
   <memory unit='MiB'>2048</memory>
-  <vcpu>1</vcpu>
+  <vcpu>{vcpus}</vcpu>
   <os><type arch='x86_64' machine='q35'>hvm</type>{firmware}</os>{features}
   {cpu}
   <clock offset='utc'/>
@@ -455,7 +559,8 @@ impl Lab {
   </devices>
 </domain>",
             disks = disks_xml(disks),
-            serial = serial.display()
+            serial = serial.display(),
+            vcpus = self.vcpus
         );
         let file = self.dir.path().join(format!("{name}.xml"));
         std::fs::write(&file, xml).expect("domain xml");
