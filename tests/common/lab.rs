@@ -250,7 +250,10 @@ pub fn real_seed(
     rustix::fs::flock(&lock_file, rustix::fs::FlockOperation::LockExclusive)
         .map_err(|e| e.to_string())?;
     if !product.join("done").is_file() {
-        for e in std::fs::read_dir(&dir).map_err(|e| e.to_string())?.flatten() {
+        for e in std::fs::read_dir(&dir)
+            .map_err(|e| e.to_string())?
+            .flatten()
+        {
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with("seed-") && !name.starts_with(&same_script) && e.path().is_dir() {
                 let _ = std::fs::remove_dir_all(e.path());
