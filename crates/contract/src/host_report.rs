@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::agent_status::Status;
-use crate::util::secret::Secret;
+use util::secret::Secret;
 
 /// Where the installation ISO's Ignition writes the report settings (0600: it holds the token).
 pub const REPORT_CONFIG_PATH: &str = "/var/tmp/ibi-report.json";
@@ -117,12 +117,6 @@ pub enum OutOfBounds {
 }
 
 impl HostReport {
-    /// Whether this report says the install succeeded.
-    #[cfg(any(test, feature = "test-support"))]
-    pub fn succeeded(&self) -> bool {
-        self.finished && self.status.state == super::agent_status::RunState::Done
-    }
-
     /// The server's bounds on a report it keeps; the message names the field, never its value.
     pub fn check(&self) -> Result<(), OutOfBounds> {
         if self.version != REPORT_VERSION {

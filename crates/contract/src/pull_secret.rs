@@ -1,6 +1,8 @@
-//! Registry credentials from a pull secret (`{"auths": {"quay.io": {"auth": base64("user:pass")}}}`), looked
-//! up the way containers/image reads an auth file: the most specific `host[:port][/path]` key that contains
-//! the repository wins.
+//! A pull secret: registry credentials (`{"auths": {"quay.io": {"auth": base64("user:pass")}}}`), looked
+//! up the way containers/image reads an auth file: the most specific `host[:port][/path]` key that
+//! contains the repository wins. Both sides read it: the build side's registry checks (the inputs'
+//! `pullSecret`), and the host side, which keeps its values out of what it reports (the ISO's
+//! [`crate::ibi_configuration::PULL_SECRET_PATH`]).
 //!
 //! Nothing here may reach a log line or an error message: errors name keys and positions, never values.
 
@@ -9,7 +11,7 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use crate::util::secret::Secret;
+use util::secret::Secret;
 
 /// A decoded pull secret. `Debug` shows the registry keys only.
 #[derive(Clone, Default, Deserialize)]
