@@ -25,7 +25,7 @@ const FLOORS: &[&[&str]] = &[
     &["seed"],
     &["config"],
     &["contract"],
-    // contract, these two floors and util are crates of their own (crates/), re-exported
+    // agent, contract, these two floors and util are crates of their own (crates/), re-exported
     // under these names: the compiler holds the arrows between crates (a crate depends only on those
     // below it), this test the arrows into them from src/ and the modules inside each.
     &["live_iso", "redfish", "kubeapi"],
