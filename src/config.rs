@@ -35,7 +35,8 @@ mod template;
 mod validate_ic;
 mod yaml11;
 
-pub use finding::{Finding, Invalid, ValidationError};
+pub use crate::util::finding::{Finding, ValidationError};
+pub use finding::Invalid;
 pub use fleet::{Fleet, SITES_DIR, SiteRules, load_fleet};
 pub use idms::{IDMS_NAME, image_digest_mirror_set};
 pub use image_based_config::{

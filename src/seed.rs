@@ -17,11 +17,13 @@ pub use lines::{
     coreos_stream, defect_warnings, exposure, host_rhel, live_iso_pairing,
 };
 
+pub use crate::contract::seed_image::{
+    BadClusterInfo, SEED_CLUSTER_INFO_LABEL, SeedClusterInfo, SeedRefError, SeedReference,
+    SeedTrustBundle, parse_seed_cluster_info, parse_seed_reference,
+};
 #[cfg(any(test, feature = "test-support"))]
 pub use image::inspect_seed_text;
 pub use image::{
-    BadClusterInfo, SEED_CLUSTER_INFO_LABEL, SEED_FORMAT_VERSION, SEED_FORMAT_VERSION_LABEL,
-    SeedCheck, SeedClusterInfo, SeedExpectations, SeedFinding, SeedInfo, SeedRefError,
-    SeedReference, SeedTrustBundle, check_seed, inspect_seed, parse_seed_cluster_info,
-    parse_seed_reference, partition_label, registry_options, site_registry_options,
+    SEED_FORMAT_VERSION, SEED_FORMAT_VERSION_LABEL, SeedCheck, SeedExpectations, SeedFinding,
+    SeedInfo, check_seed, inspect_seed, partition_label, registry_options, site_registry_options,
 };

@@ -1,7 +1,10 @@
 //! The module graph of `src/` has no cycle and its arrows point down (issue 12): read from the code's
 //! own paths (`use crate::…`, `use super::…`, and `crate::…` written inline), every file is a module,
 //! and a path is resolved to the deepest module it names — through a facade's `pub use` to the child that
-//! defines the item, so importing through a facade is not an arrow to the facade.
+//! defines the item, so importing through a facade is not an arrow to the facade. The crates of their
+//! own under `crates/` are read the same way, each as the room ibi re-exports it as (its library's
+//! name: `crates/contract/src/seed_image.rs` is `contract::seed_image`), so their files keep the same
+//! rules and an arrow from `src/` into one is placed on its floor.
 //!
 //! Checked: no cycle between modules (files); no cycle between rooms (the top-level modules); and every
 //! arrow between rooms goes to a room on a lower floor of [`FLOORS`] (or the same floor only where listed
@@ -22,8 +25,9 @@ const FLOORS: &[&[&str]] = &[
     &["seed"],
     &["config"],
     &["contract"],
-    // These two floors and util are crates of their own (crates/), re-exported under these names:
-    // the compiler holds their arrows, this test the arrows into them.
+    // agent, contract, these two floors and util are crates of their own (crates/), re-exported
+    // under these names: the compiler holds the arrows between crates (a crate depends only on those
+    // below it), this test the arrows into them from src/ and the modules inside each.
     &["live_iso", "redfish", "kubeapi"],
     &["iso9660", "ignition", "image_ref"],
     &["util"],
@@ -36,36 +40,86 @@ type Module = Vec<String>;
 
 /// One file's module and its text with inline `#[cfg(test)]` modules cut off.
 struct Source {
+    /// The module `crate::` stands for in this file: ibi's root (empty) under src/, the room a crate
+    /// of its own is re-exported as (`["contract"]`) under crates/.
+    root: Module,
     module: Module,
-    file: PathBuf,
+    /// The file as a failure names it: under src/ relative to src/, a crate's from the workspace.
+    shown: String,
     text: String,
 }
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every `.rs` file under src (but test-only files), as its module path (`src/a/b.rs` and
-/// `src/a/b/mod.rs` are `a::b`; `lib.rs` and `main.rs` are the crate root and `main`).
+fn src() -> PathBuf {
+    workspace().join("src")
+}
+
+/// The crates of their own: each one's room (its library's name, which ibi re-exports it under) and
+/// its source folder.
+fn crates() -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(workspace().join("crates")).unwrap() {
+        let dir = e.unwrap().path();
+        let manifest = fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        let name = manifest
+            .split("[lib]")
+            .nth(1)
+            .and_then(|lib| {
+                lib.lines()
+                    .find_map(|l| l.trim().strip_prefix("name = \"")?.strip_suffix('"'))
+            })
+            .unwrap_or_else(|| panic!("{}: no [lib] name", dir.display()));
+        out.push((name.to_string(), dir.join("src")));
+    }
+    out.sort();
+    out
+}
+
+/// Every `.rs` file under src and under each crate's src (but test-only files), as its module path
+/// (`src/a/b.rs` and `src/a/b/mod.rs` are `a::b`; `lib.rs` and `main.rs` are the crate root and
+/// `main`; `crates/contract/src/a.rs` is `contract::a`).
 fn sources() -> Vec<Source> {
+    let mut out = sources_under(&src(), Vec::new());
+    for (room, dir) in crates() {
+        out.extend(sources_under(&dir, vec![room]));
+    }
+    out
+}
+
+fn sources_under(dir: &Path, root: Module) -> Vec<Source> {
     let mut files = Vec::new();
-    collect(&src(), &mut files);
+    collect(dir, &mut files);
     let test_only = test_only_files(&files);
     files
         .into_iter()
         .filter(|f| !test_only.contains(f))
         .map(|file| {
-            let rel = file.strip_prefix(src()).unwrap().with_extension("");
-            let mut module: Module = rel
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                .collect();
-            if module.last().is_some_and(|l| l == "mod" || l == "lib") {
+            let rel = file.strip_prefix(dir).unwrap().with_extension("");
+            let mut module: Module = root.clone();
+            module.extend(
+                rel.components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+            );
+            if module.len() > root.len() && module.last().is_some_and(|l| l == "mod" || l == "lib")
+            {
                 module.pop();
             }
+            let shown = match root.is_empty() {
+                true => file.strip_prefix(dir).unwrap(),
+                false => file.strip_prefix(workspace()).unwrap(),
+            };
+            let shown = shown.display().to_string();
             let text = fs::read_to_string(&file).unwrap();
             let text = without_inline_tests(&text);
-            Source { module, file, text }
+            Source {
+                root: root.clone(),
+                module,
+                shown,
+                text,
+            }
         })
         .collect()
 }
@@ -135,8 +189,8 @@ fn child_dir(f: &Path) -> PathBuf {
 
 /// Paths a text names: `crate::a::b::{c, d::e}` in `use` items and `crate::a::b` inline, `super::`
 /// and `self::` paths, and paths that start with one of the module's own children (`rules::check`), each
-/// as segments relative to the crate root.
-fn referenced_paths(module: &Module, text: &str) -> Vec<Vec<String>> {
+/// as segments relative to ibi's root (`crate::` is `root`).
+fn referenced_paths(root: &Module, module: &Module, text: &str) -> Vec<Vec<String>> {
     let code: String = text
         .lines()
         .filter(|l| !l.trim_start().starts_with("//"))
@@ -147,7 +201,7 @@ fn referenced_paths(module: &Module, text: &str) -> Vec<Vec<String>> {
         if code[..start].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$') {
             continue;
         }
-        expand(&code[start + "crate::".len()..], Vec::new(), &mut out);
+        expand(&code[start + "crate::".len()..], root.clone(), &mut out);
     }
     for (start, _) in code.match_indices("super::") {
         if code[..start].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':') {
@@ -263,7 +317,7 @@ fn reexports(sources: &[Source]) -> BTreeMap<Module, BTreeMap<String, Vec<String
             let mut paths = Vec::new();
             let body = body.trim();
             let (base, body) = match body.strip_prefix("crate::") {
-                Some(b) => (Vec::new(), b),
+                Some(b) => (s.root.clone(), b),
                 None => match body.strip_prefix("self::") {
                     Some(b) => (s.module.clone(), b),
                     None => (s.module.clone(), body),
@@ -313,21 +367,21 @@ fn arrows(sources: &[Source]) -> BTreeMap<(Module, Module), String> {
     let re = reexports(sources);
     let mut out = BTreeMap::new();
     for s in sources {
-        for path in referenced_paths(&s.module, &s.text) {
+        for path in referenced_paths(&s.root, &s.module, &s.text) {
             let Some(to) = resolve(&path, &modules, &re, 0) else {
                 continue;
             };
-            // A module's own children, and the crate root, are not arrows.
+            // A module's own children, and its crate's root, are not arrows.
             if to == s.module
                 || to.is_empty()
+                || to == s.root
                 || to.starts_with(&s.module) && !is_pub_use_of(s, &to)
             {
                 continue;
             }
             let from = s.module.clone();
-            let rel = s.file.strip_prefix(src()).unwrap().display().to_string();
             out.entry((from, to))
-                .or_insert_with(|| format!("{rel}: {}", path.join("::")));
+                .or_insert_with(|| format!("{}: {}", s.shown, path.join("::")));
         }
     }
     out
@@ -477,6 +531,7 @@ fn rooms_import_only_downwards() {
 fn the_reader_finds_paths_and_cycles() {
     let m: Module = vec!["a".into(), "b".into()];
     let paths = referenced_paths(
+        &Vec::new(),
         &m,
         "use crate::x::{y::Z, w};\nuse super::c::D;\nfn f() { crate::u::v(); }\n// crate::not::this\n",
     );
@@ -495,8 +550,8 @@ fn the_reader_finds_paths_and_cycles() {
 fn facades_only_declare() {
     let mut bad = Vec::new();
     for s in sources() {
-        let rel = s.file.strip_prefix(src()).unwrap().display().to_string();
-        if rel == "main.rs" || rel == "lib.rs" {
+        let rel = s.shown.clone();
+        if rel == "main.rs" || s.module == s.root {
             continue;
         }
         let children: Vec<String> = s

@@ -7,9 +7,10 @@ use std::net::IpAddr;
 
 use serde_json::Value;
 
-use super::finding::{Finding, Findings};
+use super::finding::Findings;
 use super::install_config::INSTALL_CONFIG_FILE;
 use super::net::Cidr;
+use crate::util::finding::Finding;
 
 /// For each IP family with both machine networks and static addresses, at least one address must be
 /// in a machine network. Only that: other addresses may belong to other networks (storage, a second

@@ -9,12 +9,13 @@ use std::path::{Path, PathBuf};
 
 use tracing::warn;
 
-use super::finding::{Finding, Invalid, ValidationError};
+use super::finding::Invalid;
 use super::inventory::{SiteEntry, load_inventory_with_findings};
 use super::inventory_locate::site_inputs;
 use super::inventory_render::{FleetBase, load_fleet_base};
 use super::manifests::{EXTRA_MANIFESTS_DIR, ExtraManifest, load_extra_manifests};
 use super::site::SiteInputs;
+use crate::util::finding::{Finding, ValidationError};
 
 /// `create config-image --sites` builds each site in `BASE/sites/<site>/`; `create hub-manifests`
 /// reads a built site's identity there.

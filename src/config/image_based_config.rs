@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 
-use super::finding::{Finding, Findings, ValidationError, decode_strict, idx};
+use super::finding::{Findings, decode_strict, idx};
 use super::net::{is_dns1123_subdomain, is_ip_or_domain};
 use super::{nmstate_check, rules};
+use crate::util::finding::{Finding, ValidationError};
 
 /// The per-host input of `openshift-install image-based create config-image`.
 pub const IMAGE_BASED_CONFIG_FILE: &str = "image-based-config.yaml";

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::finding::{Finding, Findings, ValidationError};
+use super::finding::Findings;
+use crate::util::finding::{Finding, ValidationError};
 
 /// Reads, decodes and validates one input file, adding its findings and warnings to `out`;
 /// `None` when the file is missing (a finding, with `hint` on how to get one) or does not decode.

@@ -12,8 +12,9 @@ use crate::util::secret::Secret;
 use serde::{Deserialize, Serialize};
 use serde_yaml_ng::Value;
 
-use super::finding::{ValidationError, decode_strict};
+use super::finding::decode_strict;
 use super::net::Cidr;
+use crate::util::finding::ValidationError;
 
 /// The cluster-wide input, in the format `openshift-install` reads.
 pub const INSTALL_CONFIG_FILE: &str = "install-config.yaml";

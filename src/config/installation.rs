@@ -17,7 +17,7 @@ use anyhow::Context;
 use serde::{Deserialize, Deserializer};
 use serde_yaml_ng::Value;
 
-use super::finding::{Finding, Findings, ValidationError, decode_strict, idx};
+use super::finding::{Findings, decode_strict, idx};
 use super::input::load_input;
 use super::install_config::{ImageDigestSource, Proxy};
 use super::{lca_versions, nmstate_check, rules};
@@ -27,6 +27,7 @@ use crate::contract::ibi_configuration::{
 };
 use crate::image_ref::check_pull_spec;
 use crate::image_ref::{is_registry_host, split_host_port};
+use crate::util::finding::{Finding, ValidationError};
 use crate::util::secret::Secret;
 
 /// The input file of `ibi create image`, named as `openshift-install image-based create image` names it.

@@ -16,10 +16,11 @@ use std::sync::Arc;
 
 use serde_yaml_ng::{Mapping, Value};
 
-use super::finding::{Finding, Findings, ValidationError, hide_values};
+use super::finding::{Findings, hide_values};
 use super::inventory_bmc::check_bmc;
 pub use super::inventory_model::{BOOT_MODES, Inventory, Locator, Nic, RootDeviceHints, SiteEntry};
 use super::net::{Cidr, CidrError, check_network_cidr};
+use crate::util::finding::{Finding, ValidationError};
 use crate::util::yaml_lines::YamlLines;
 
 /// Longest site name: a file name on every Linux filesystem is at most 255 bytes, and the name also

@@ -4,9 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use super::finding::{Findings, ValidationError};
+use super::finding::Findings;
 use super::inventory_bmc::{BmcEntry, CSV_BMC_COLUMNS, set_csv_cell};
 use super::inventory_model::{Locator, Nic, RootDeviceHints, SiteEntry};
+use crate::util::finding::ValidationError;
 
 /// Separator of list cells in CSV (`dns`, `machineNetwork`, `additionalNTPSources`, `nodeLabels`).
 const CSV_LIST_SEPARATOR: char = ';';

@@ -6,13 +6,13 @@
 //! [`site_inputs`] validates one site completely: the rendered files and the rules that need the
 //! inventory entry run even when another of them fails, so one problem hides no other.
 
-use super::finding::{Finding, ValidationError};
 use super::inventory::SiteEntry;
 use super::inventory_render::{BaseFile, FleetBase, SiteFiles, check_site};
 use super::{
     ExtraManifest, IMAGE_BASED_CONFIG_FILE, INSTALL_CONFIG_FILE, SiteInputs,
     parse_image_based_config, parse_install_config, parse_site_inputs,
 };
+use crate::util::finding::{Finding, ValidationError};
 
 /// The site's effective inputs, validated with every rule; every finding names where to fix it.
 pub fn site_inputs(

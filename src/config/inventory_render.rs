@@ -12,13 +12,14 @@ use anyhow::Context;
 use serde_json::json;
 use serde_yaml_ng::{Mapping, Value};
 
-use super::finding::{Finding, Findings, ValidationError};
+use super::finding::Findings;
 use super::inventory::{Nic, SiteEntry, nic_address};
 use super::net::Cidr;
 use super::{
     IMAGE_BASED_CONFIG_FILE, INSTALL_CONFIG_FILE, ImageBasedConfig, InstallConfig,
     parse_image_based_config, parse_install_config,
 };
+use crate::util::finding::{Finding, ValidationError};
 use crate::util::yaml_lines::YamlLines;
 
 /// The shared base every site starts from, decoded strictly once.

@@ -9,7 +9,8 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::finding::{Finding, Findings};
+use super::finding::Findings;
+use crate::util::finding::Finding;
 
 /// User manifests copied to `/extra-manifests/` of the config ISO; lifecycle-agent applies them after the
 /// cluster manifests.

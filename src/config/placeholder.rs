@@ -5,8 +5,8 @@
 //! Each value is a macro so the templates' text (`concat!`) and [`PLACEHOLDERS`] share one literal;
 //! a value the list names is a finding wherever the file has it at that field, naming the line.
 
-use super::finding::Finding;
 use super::image_based_config::IMAGE_BASED_CONFIG_FILE;
+use crate::util::finding::Finding;
 use crate::util::yaml_lines::YamlLines;
 
 /// `installation::IMAGE_BASED_INSTALLATION_CONFIG_FILE`, spelt out: `installation` reads its input through

@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use super::cross;
-use super::finding::{Finding, ValidationError};
 use super::image_based_config::{
     IMAGE_BASED_CONFIG_FILE, ImageBasedConfig, parse_image_based_config,
     validate_image_based_config,
@@ -14,6 +13,7 @@ use super::input::{check_input, load_input};
 use super::install_config::{INSTALL_CONFIG_FILE, InstallConfig, parse_install_config};
 use super::manifests::{EXTRA_MANIFESTS_DIR, ExtraManifest, load_extra_manifests};
 use super::validate_ic::validate_install_config;
+use crate::util::finding::{Finding, ValidationError};
 
 /// Everything `create config-image` reads from the site directory, decoded and validated.
 #[derive(Debug, Clone)]

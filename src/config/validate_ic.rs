@@ -2,13 +2,14 @@
 //! installer rules for the fields we use, the SNO/platform-none restrictions `create config-image` adds, and
 //! warnings for fields that have no effect because the seed image fixes them.
 
-use super::finding::{Finding, Findings, idx};
+use super::finding::{Findings, idx};
 use super::install_config::INSTALL_CONFIG_FILE;
 use super::install_config::{InstallConfig, MachinePool, Networking};
 use super::net::{
     Cidr, check_network_cidr, is_dns1123_label, is_dns1123_subdomain, is_domain_trailing_dot_ok,
 };
 use super::rules;
+use crate::util::finding::Finding;
 
 /// The replicas the installer assumes for an omitted pool or an omitted `replicas`.
 const DEFAULT_REPLICAS: i64 = 3;

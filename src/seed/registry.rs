@@ -8,13 +8,14 @@
 //! `additionalTrustBundle`, and plain HTTP only for registries listed as insecure. The rest of ibi is
 //! synchronous, so each call runs on its own current-thread tokio runtime.
 
-mod auth;
 mod files;
 mod layout;
 mod manifest;
 mod mirrors;
 mod remote;
-pub use auth::{BadEntry, Credentials, PullSecret, PullSecretError, parse_pull_secret};
+pub use crate::contract::pull_secret::{
+    BadEntry, Credentials, PullSecret, PullSecretError, parse_pull_secret,
+};
 pub use files::{ImagePath, LayerOrder, read_layout_file, read_registry_file};
 pub use mirrors::pull_endpoints;
 

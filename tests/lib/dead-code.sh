@@ -5,10 +5,13 @@
 # calls) is `pub(crate)`, checks the library as the product builds it (feature `agent`, without
 # `test-support` or `fault-injection`) and fails on any item rustc then finds unused. What only
 # tests use belongs in `#[cfg(test)]` or behind the `test-support` feature; a facade's re-export
-# that only the tests import is not dead code and is not counted.
+# that only the tests import is not dead code and is not counted. The crates under crates/ need no
+# copy: their items are crate-private unless a crate above uses
+# them, and their lints deny dead code.
 #
-# Usage: tests/lib/dead-code.sh (from anywhere). Shares target/ with the caller's builds, so it
-# only checks, in seconds. tests/run runs it in the fast tier.
+# Usage: tests/lib/dead-code.sh (from anywhere). Shares the target directory with the caller's
+# builds (CARGO_TARGET_DIR, or target/), so it only checks, in seconds. tests/run runs it in the
+# fast tier.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,7 +27,7 @@ perl -pi -e 's/pub\(crate\) struct Cli\b/pub struct Cli/; s/^(\s*)pub\(crate\) l
 perl -pi -e 's/^pub\(crate\) use dispatch::/pub use dispatch::/' "$copy/src/commands.rs"
 perl -pi -e 's/pub\(crate\) (fn (report_usage|run|report_error|exit_code)\b)/pub $1/' "$copy/src/commands/dispatch.rs"
 
-out=$(cd "$copy" && CARGO_TARGET_DIR="$root/target" cargo check --quiet --lib --features agent \
+out=$(cd "$copy" && CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}" cargo check --quiet --lib --features agent \
     --message-format=short 2>&1) || {
     printf '%s\n' "$out" >&2
     echo "tests/lib/dead-code.sh: the copy with crate-private items does not build (see above)" >&2

@@ -5,6 +5,7 @@
 pub mod digest;
 pub mod fault;
 pub mod file_version;
+pub mod finding;
 pub mod fs;
 pub mod interrupt;
 pub mod lock;

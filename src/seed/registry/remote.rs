@@ -8,12 +8,12 @@ use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
-use super::auth::{PullSecret, PullSecretError};
 use super::manifest::{
     ImageInfo, Manifest, config_descriptor, image_info, parse_manifest, select_platform,
 };
 use super::mirrors::pull_endpoints;
 use crate::config::ImageDigestSource;
+use crate::contract::pull_secret::{PullSecret, PullSecretError};
 use crate::image_ref::ImageReference;
 
 /// Manifest media types ibi understands: OCI and Docker v2s2, single images and indexes.
