@@ -495,6 +495,10 @@ pub struct StatusOpts {
     /// JSON on stdout, for scripts
     #[arg(long)]
     pub json: bool,
+    /// Write the fleet to FILE as one self-contained HTML page (0644, replaced atomically), the
+    /// failed hosts' journal lines included; prints FILE
+    #[arg(long, value_name = "FILE", conflicts_with = "json")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -33,6 +33,7 @@ pub mod release_base_iso;
 pub mod secrets;
 pub mod seed_fixture_generators;
 pub mod seed_registry;
+pub mod status_fleet;
 pub mod units_verify;
 
 use std::fs;

@@ -7,119 +7,16 @@
 //! nothing reaches the terminal raw, and the command fails only after printing everything.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
-use std::path::Path;
-use std::process::Output;
-
 use crate::common::deliver::ibi_env;
-use ibi::contract::agent_status::{RunState, Status};
-use ibi::contract::host_report::{HostIdentity, HostReport, REPORT_VERSION, ReportingAgent};
+use crate::common::status_fleet::{
+    ESCAPES, HOSTILE_SHOWN, UUID_A, UUID_B, fleet, hostile_site, now, phase, report, stdout,
+    write_record,
+};
+use ibi::contract::agent_status::RunState;
 use ibi::deliver::deploy::LOCK_FILE;
-use ibi::deliver::report_store::{REPORTS_FILE, ReportStore, StoredReport};
+use ibi::deliver::report_store::ReportStore;
 use ibi::util::lock::{self, Holder};
 use serde_json::{Value, json};
-
-const UUID_A: &str = "a1a1a1a1-0000-4000-8000-00000000000a";
-const UUID_B: &str = "b2b2b2b2-0000-4000-8000-00000000000b";
-const ESCAPES: &str = "\x1b[2J\x1b]0;owned\x07\r\nforged";
-
-fn report(uuid: &str, host: &str, step: &str, state: RunState, at: u64) -> StoredReport {
-    let mut status = Status::idle(at - 7200); // the host's clock: two hours behind, never read
-    status.step = step.into();
-    status.state = state;
-    let failed = state == RunState::Failed;
-    status.error = failed.then(|| format!("{step} failed{ESCAPES}"));
-    StoredReport {
-        received: at,
-        client: "127.0.0.1:40000".into(),
-        site: None,
-        report: HostReport {
-            version: REPORT_VERSION,
-            agent: ReportingAgent::Lca,
-            host: HostIdentity {
-                hostname: host.into(),
-                product_uuid: Some(uuid.into()),
-                boot_id: Some("boot-1".into()),
-            },
-            status,
-            finished: state != RunState::Running,
-            logs: if failed {
-                vec![
-                    "lca-cli[1]: pulling the seed".into(),
-                    format!("lca-cli[1]: error: unauthorized{ESCAPES}"),
-                ]
-            } else {
-                Vec::new()
-            },
-        },
-    }
-}
-
-fn write_record(base: &Path, site: &str, text: &str) {
-    let dir = base.join(".ibi/deploy");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(format!("{site}.json")), text).unwrap();
-}
-
-fn phase(state: &str, step: &str, started: u64, updated: u64, error: Option<&str>) -> Value {
-    json!({"state": state, "step": step, "started": started, "updated": updated, "error": error})
-}
-
-/// The fleet: a (factory done, site phase running), b (the host failed; deploy recorded it after),
-/// c (its record cut short), d (no record yet, a report with its token).
-fn fleet(base: &Path, now: u64) {
-    let t = now - 600;
-    let bmc = |n: &str, uuid: &str| json!({"address": format!("https://10.0.0.{n}"), "uuid": uuid});
-    let a = json!({"version": 1, "site": "a", "bmc": bmc("1", UUID_A), "phases": {
-        "factory": phase("done", "eject", t, t + 300, None),
-        "site": phase("running", "watch", t + 320, t + 500, None)}});
-    let b = json!({"version": 1, "site": "b", "bmc": bmc("2", UUID_B), "phases": {
-        "factory": phase("failed", "wait-report", t, t + 200,
-            Some("the host reported a failure: install-rhcos-and-restore-seed failed"))}});
-    write_record(base, "a", &a.to_string());
-    write_record(base, "b", &b.to_string());
-    write_record(
-        base,
-        "c",
-        &json!({"version": 1, "site": "c"}).to_string()[..12],
-    );
-
-    let mut store = ReportStore::open(base).unwrap();
-    let step = "install-rhcos-and-restore-seed";
-    store
-        .append(&report(UUID_A, "sno-a", step, RunState::Done, t + 250))
-        .unwrap();
-    let mut failed = report(
-        UUID_B,
-        &format!("sno-b{ESCAPES}"),
-        step,
-        RunState::Failed,
-        t + 190,
-    );
-    failed.site = Some("b".into());
-    store.append(&failed).unwrap();
-    drop(store);
-    // A line damaged in the middle of the store (not a torn last line).
-    let path = base.join(REPORTS_FILE);
-    let mut text = std::fs::read_to_string(&path).unwrap();
-    text.push_str("{\"received\": 17640\u{0}\u{0}\n");
-    std::fs::write(&path, text).unwrap();
-    let mut store = ReportStore::open(base).unwrap();
-    // d's own token, whatever UUID its body claims (a's here): d's, never a's.
-    let mut d = report(UUID_A, "sno-d", "precache", RunState::Running, t + 400);
-    d.site = Some("d".into());
-    store.append(&d).unwrap();
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
 
 #[test]
 fn a_missing_base_is_an_error_not_an_empty_fleet() {
@@ -286,4 +183,102 @@ fn status_shows_what_deploy_would_act_on() {
     assert!(text.contains(&format!("host {UUID_B}: unverified: it reported with the installation ISO's shared token and the System UUID of site b's BMC")), "{text}");
     assert!(text.contains("site b: 1 report(s) with its own token arrived after deploy recorded the install's end at "), "{text}");
     assert!(!text.contains("site b: factory failed"), "{text}");
+}
+
+/// Issue 37 item 3: `ibi status --html FILE` writes the page, replacing FILE atomically (0644),
+/// prints FILE, and fails after writing when something could not be read, as the table does.
+#[test]
+fn html_writes_one_page_with_every_host_and_host_text_escaped() {
+    let d = tempfile::tempdir().unwrap();
+    let base = d.path().join("base");
+    std::fs::create_dir(&base).unwrap();
+    let now = now();
+    fleet(&base, now);
+    hostile_site(&base, now);
+    let out_dir = d.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let page_path = out_dir.join("fleet.html");
+    // An older page, not world-readable: replaced, with the page's own mode.
+    std::fs::write(&page_path, "old").unwrap();
+    std::fs::set_permissions(
+        &page_path,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let (b, p) = (base.to_str().unwrap(), page_path.to_str().unwrap());
+    let out = ibi_env(&["status", "--dir", b, "--html", p], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(stdout(&out), format!("{p}\n"));
+    assert!(
+        err.contains(&format!("error: 2 thing(s) under {b}/.ibi could not be read (named in {p}); everything else is shown")),
+        "{err}"
+    );
+    assert_eq!(crate::common::mode(&page_path), 0o644);
+    assert_eq!(
+        ibi::util::fs::sorted_names(&out_dir),
+        ["fleet.html"],
+        "no temp file left"
+    );
+    let page = std::fs::read_to_string(&page_path).unwrap();
+    let rows: Vec<&str> = page
+        .lines()
+        .filter(|l| l.starts_with("<tr class="))
+        .collect();
+    let sites: Vec<&str> = rows
+        .iter()
+        .map(|r| {
+            r.split("data-site=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    // Failed first (b, e), then the damaged record (c), then the rest; a's shared-token host last.
+    assert_eq!(sites, ["b", "e", "c", "a", "d", "-"], "{page}");
+    assert!(!page.contains("<script"), "{page}");
+    assert!(
+        !page.chars().any(|c| c.is_control() && c != '\n'),
+        "raw control characters in the page"
+    );
+    for want in [
+        format!(
+            "<p class=\"error\">site e: factory failed at {HOSTILE_SHOWN}: {HOSTILE_SHOWN}</p>"
+        ),
+        format!("<pre class=\"journal\">journal {HOSTILE_SHOWN}\njournal end</pre>"),
+        format!("<td>{HOSTILE_SHOWN}</td>"),
+        "sno-b\\x1b[2J\\x1b]0;owned\\x07\\r\\nforged".to_string(),
+        "<h2>Failed (2)</h2>".to_string(),
+        "<h2>Could not be read (2)</h2>".to_string(),
+        ">6 host(s): 1 done, 2 running, 2 failed, 0 pending, 1 damaged</p>".to_string(),
+    ] {
+        assert!(page.contains(&want), "{want:?} not in:\n{page}");
+    }
+    // Site a watches its cluster: the second of the site phase's three steps.
+    let a = rows.iter().find(|r| r.contains("data-site=\"a\"")).unwrap();
+    assert!(a.contains("<span class=\"steps\">1/3</span>"), "{a}");
+
+    // The page or the JSON, not both: a usage error, nothing written.
+    let other = out_dir.join("other.html");
+    let out = ibi_env(
+        &[
+            "status",
+            "--dir",
+            b,
+            "--json",
+            "--html",
+            other.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("the argument '--json' cannot be used with '--html <FILE>'"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+    assert!(!other.exists());
 }

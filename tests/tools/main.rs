@@ -40,4 +40,5 @@ mod secrets;
 mod seed_fixture_generators;
 mod seed_lines;
 mod seed_registry;
+mod status_fleet;
 mod units_verify;

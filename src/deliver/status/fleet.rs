@@ -93,6 +93,10 @@ pub struct HostStatus {
     /// The journal lines of the report that speaks for the factory phase.
     #[serde(skip)]
     pub logs: Vec<String>,
+    /// When the last report that counts for the row arrived, by the server's clock (`None`: none
+    /// did). Not in the JSON, whose phases carry their own `updated`.
+    #[serde(skip)]
+    pub reported: Option<u64>,
 }
 
 impl HostStatus {
@@ -433,6 +437,7 @@ fn identity(reports: &[&StoredReport]) -> HostStatus {
         late: None,
         claims_site: None,
         logs: Vec::new(),
+        reported: reports.last().map(|r| r.received),
     }
 }
 

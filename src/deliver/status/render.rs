@@ -15,7 +15,7 @@ use crate::util::text::escape_control;
 /// Damaged store lines named one by one; the rest are counted.
 const DAMAGED_LINES_SHOWN: usize = 10;
 
-fn state_word(s: Option<RunState>) -> &'static str {
+pub(super) fn state_word(s: Option<RunState>) -> &'static str {
     match s {
         None => "pending",
         Some(RunState::Running) => "running",
@@ -46,7 +46,8 @@ const HEADER: [&str; 8] = [
     "AGE",
 ];
 
-fn cells(h: &HostStatus, now: u64) -> [String; 8] {
+/// The table's cells of `h`, in [`HEADER`]'s order, each escaped.
+pub(super) fn cells(h: &HostStatus, now: u64) -> [String; 8] {
     let dash = |v: Option<&str>| escape_control(v.filter(|s| !s.is_empty()).unwrap_or("-"));
     let (factory, site_phase) = match &h.damaged {
         Some(_) => ("damaged", "damaged"),
@@ -108,7 +109,7 @@ fn columns(table: &[[String; 8]]) -> String {
 }
 
 /// `site a17` or `host <uuid>`/`host <name>`, escaped.
-fn who(h: &HostStatus) -> String {
+pub(super) fn who(h: &HostStatus) -> String {
     let who = match (&h.site, &h.system, &h.hostname) {
         (Some(s), _, _) => format!("site {s}"),
         (None, Some(u), _) => format!("host {u}"),
@@ -120,39 +121,54 @@ fn who(h: &HostStatus) -> String {
 /// The damaged record, or each failed phase with its error (and the factory's journal lines).
 fn trouble_lines(h: &HostStatus, logs: bool) -> String {
     let who = who(h);
-    if let Some(d) = &h.damaged {
-        let site = escape_control(h.site.as_deref().unwrap_or("SITE"));
-        return format!(
-            "{who}: record {} is damaged: {}; `ibi deploy ... --redo {site}` starts the site over\n",
-            escape_control(&d.file),
-            escape_control(&d.problem)
-        );
+    if let Some(line) = damaged_line(h, &who) {
+        return line;
     }
     let mut out = notes(h, &who);
-    if let Some(f) = h.factory.as_ref().filter(|p| p.state == RunState::Failed) {
-        out.push_str(&failure_line(&who, "factory", f));
-        if logs {
+    for (phase, p) in failures(h) {
+        out.push_str(&failure_line(&who, phase, p));
+        if logs && phase == FACTORY {
             if h.logs.is_empty() {
-                out.push_str("  (no journal lines were sent)\n");
+                out.push_str(&format!("  {NO_JOURNAL}\n"));
             }
             for line in &h.logs {
                 out.push_str(&format!("  | {}\n", escape_control(line)));
             }
         }
     }
-    if let Some(s) = h
-        .site_phase
-        .as_ref()
-        .filter(|p| p.state == RunState::Failed)
-    {
-        out.push_str(&failure_line(&who, "site phase", s));
-    }
     out
+}
+
+/// How [`failures`] names the factory phase; its journal lines are the host's.
+pub(super) const FACTORY: &str = "factory";
+/// Said where a failed factory phase's journal lines would be.
+pub(super) const NO_JOURNAL: &str = "(no journal lines were sent)";
+
+/// The phases of `h` that failed, named as the failure lines name them.
+pub(super) fn failures(h: &HostStatus) -> Vec<(&'static str, &PhaseStatus)> {
+    [
+        (FACTORY, h.factory.as_ref()),
+        ("site phase", h.site_phase.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(name, p)| Some((name, p.filter(|p| p.state == RunState::Failed)?)))
+    .collect()
+}
+
+/// The line naming `h`'s damaged record and the way out; `None` when it is not damaged.
+pub(super) fn damaged_line(h: &HostStatus, who: &str) -> Option<String> {
+    let d = h.damaged.as_ref()?;
+    let site = escape_control(h.site.as_deref().unwrap_or("SITE"));
+    Some(format!(
+        "{who}: record {} is damaged: {}; `ibi deploy ... --redo {site}` starts the site over\n",
+        escape_control(&d.file),
+        escape_control(&d.problem)
+    ))
 }
 
 /// What the row does not count, and why: a shared-token host claiming a site, records a later
 /// install superseded, own-token reports after the install ended.
-fn notes(h: &HostStatus, who: &str) -> String {
+pub(super) fn notes(h: &HostStatus, who: &str) -> String {
     let mut out = String::new();
     if let Some(site) = &h.claims_site {
         let site = escape_control(site);
@@ -180,7 +196,7 @@ fn notes(h: &HostStatus, who: &str) -> String {
     out
 }
 
-fn failure_line(who: &str, phase: &str, p: &PhaseStatus) -> String {
+pub(super) fn failure_line(who: &str, phase: &str, p: &PhaseStatus) -> String {
     let step = if p.step.is_empty() {
         String::new()
     } else {
@@ -197,7 +213,7 @@ fn failure_line(who: &str, phase: &str, p: &PhaseStatus) -> String {
     )
 }
 
-fn store_lines(fleet: &Fleet) -> String {
+pub(super) fn store_lines(fleet: &Fleet) -> String {
     let file = escape_control(&fleet.reports_file);
     let mut out = String::new();
     for d in fleet.damaged_reports.iter().take(DAMAGED_LINES_SHOWN) {
@@ -216,7 +232,7 @@ fn store_lines(fleet: &Fleet) -> String {
     out
 }
 
-fn summary(hosts: &[HostStatus]) -> String {
+pub(super) fn summary(hosts: &[HostStatus]) -> String {
     let live = || hosts.iter().filter(|h| h.damaged.is_none());
     let count = |s: Option<RunState>| live().filter(|h| h.state() == s).count();
     let damaged = hosts.len() - live().count();
@@ -235,7 +251,7 @@ fn summary(hosts: &[HostStatus]) -> String {
     )
 }
 
-fn deploy_line(run: &DeployRun, now: u64) -> String {
+pub(super) fn deploy_line(run: &DeployRun, now: u64) -> String {
     let line = match run {
         DeployRun::Never => return String::new(),
         DeployRun::Running(h) => format!("deploy: running now: {}", h.describe()),
@@ -259,6 +275,14 @@ fn deploy_line(run: &DeployRun, now: u64) -> String {
     format!("{}\n", escape_control(&line))
 }
 
+/// The current phase's state word, or `damaged`.
+pub(super) fn state_of(h: &HostStatus) -> &'static str {
+    match h.damaged {
+        Some(_) => "damaged",
+        None => state_word(h.state()),
+    }
+}
+
 fn phase_json(p: Option<&PhaseStatus>, now: u64) -> Result<Value> {
     let Some(p) = p else {
         return Ok(Value::Null);
@@ -275,11 +299,7 @@ fn host_json(h: &HostStatus, now: u64, logs: bool) -> Result<Value> {
     v["sitePhase"] = phase_json(h.site_phase.as_ref(), now)?;
     v["phase"] = h.phase().name().into();
     v["step"] = current.map(|p| p.step.clone()).into();
-    v["state"] = match h.damaged {
-        Some(_) => "damaged",
-        None => state_word(h.state()),
-    }
-    .into();
+    v["state"] = state_of(h).into();
     v["ageSeconds"] = current.map(|p| now.saturating_sub(p.updated)).into();
     v["error"] = current.and_then(|p| p.error.clone()).into();
     if logs {
