@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 pub(crate) const UUID_A: &str = "a1a1a1a1-0000-4000-8000-00000000000a";
 pub(crate) const UUID_B: &str = "b2b2b2b2-0000-4000-8000-00000000000b";
-pub(crate) const ESCAPES: &str = "\x1b[2J\x1b]0;owned\x07\r\nforged";
+pub(crate) const ESCAPES: &str = "\x1b[2J\x1b]0;owned\x07\r\n\u{202e}forged";
 
 pub(crate) fn report(uuid: &str, host: &str, step: &str, state: RunState, at: u64) -> StoredReport {
     let mut status = Status::idle(at - 7200); // the host's clock: two hours behind, never read

@@ -53,7 +53,9 @@ fn damage_and_hostile_text_hide_nothing_and_fail_after_printing_everything() {
         "{err}"
     );
     assert!(
-        !text.chars().any(|c| c.is_control() && c != '\n'),
+        !text
+            .chars()
+            .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
         "raw control characters: {text:?}"
     );
     let rows: Vec<Vec<&str>> = text
@@ -81,7 +83,7 @@ fn damage_and_hostile_text_hide_nothing_and_fail_after_printing_everything() {
         "{text}"
     );
     for want in [
-        "site b: factory failed at install-rhcos-and-restore-seed: install-rhcos-and-restore-seed failed\\x1b[2J\\x1b]0;owned\\x07\\r\\nforged\n",
+        "site b: factory failed at install-rhcos-and-restore-seed: install-rhcos-and-restore-seed failed\\x1b[2J\\x1b]0;owned\\x07\\r\\n\\u{202e}forged\n",
         "  | lca-cli[1]: error: unauthorized\\x1b[2J",
         "/.ibi/deploy/c.json is damaged: cut short (it ends at line 1, column 12); `ibi deploy ... --redo c` starts the site over\n",
         "/.ibi/reports.jsonl: line 3: not a report (Syntax error at column 19); skipped, the other reports are shown\n",
@@ -249,7 +251,7 @@ fn html_writes_one_page_with_every_host_and_host_text_escaped() {
         ),
         format!("<pre class=\"journal\">journal {HOSTILE_SHOWN}\njournal end</pre>"),
         format!("<td>{HOSTILE_SHOWN}</td>"),
-        "sno-b\\x1b[2J\\x1b]0;owned\\x07\\r\\nforged".to_string(),
+        "sno-b\\x1b[2J\\x1b]0;owned\\x07\\r\\n\\u{202e}forged".to_string(),
         "<h2>Failed (2)</h2>".to_string(),
         "<h2>Could not be read (2)</h2>".to_string(),
         ">6 host(s): 1 done, 2 running, 2 failed, 0 pending, 1 damaged</p>".to_string(),

@@ -7,7 +7,7 @@
 //!
 //! Every text from outside (a host's name, step, error and journal lines; a site's or a file's
 //! name; BASE) goes through [`esc`]: control characters are written out as the terminal table writes
-//! them, the Unicode controls that reorder or break lines likewise, then `& < > " '` become
+//! them (the Unicode controls that reorder or break lines too), then `& < > " '` become
 //! character references, so host text stays text wherever it lands, in an element or an attribute.
 
 use super::fleet::{DeployRun, Fleet, HostStatus};
@@ -69,8 +69,8 @@ const COLUMNS: [&str; 12] = [
 ];
 
 /// `text` safe anywhere in the page (element content, double- or single-quoted attribute):
-/// [`escape_control`], the bidirectional and line-separator controls written out the same way
-/// (`\u{202e}`), then `& < > " '` as character references.
+/// [`escape_control`] (control characters and the Unicode ones that reorder or break a line written
+/// out, `\u{202e}`), then `& < > " '` as character references.
 pub(super) fn esc(text: &str) -> String {
     let text = escape_control(text);
     let mut out = String::with_capacity(text.len() + 16);
@@ -81,21 +81,10 @@ pub(super) fn esc(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if reorders(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }
     out
-}
-
-/// The format characters that reorder the text around them or break its line, though
-/// `char::is_control` says no: a host's text must not disguise the rest of its row.
-fn reorders(c: char) -> bool {
-    matches!(
-        c,
-        '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-            | '\u{2028}' | '\u{2029}'
-    )
 }
 
 /// Where `h`'s current phase stands in that phase's table of steps (`deploy::steps`, the one table
