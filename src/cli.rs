@@ -311,6 +311,10 @@ pub struct ServerOpts {
     /// Serve plain HTTP (many BMCs cannot fetch virtual media over HTTPS)
     #[arg(long)]
     pub plain_http: bool,
+    /// Also serve a live status page of the fleet under the directory (host names, steps, errors,
+    /// journal lines; never a secret) at a URL with a token of its own, printed once to stderr
+    #[arg(long)]
+    pub dashboard: bool,
 }
 
 #[derive(Debug, Args)]

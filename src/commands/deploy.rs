@@ -27,6 +27,7 @@ pub fn run(o: &DeployOpts) -> Result<()> {
         listen: o.server.listen,
         tls: super::serve::tls_choice(&o.server),
         public_url: o.server.public_url.clone(),
+        dashboard: o.server.dashboard,
         timeouts: Timeouts {
             bmc: Duration::from_secs(o.bmc_timeout),
             report: Duration::from_secs(o.report_timeout),

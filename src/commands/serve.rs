@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 
 use crate::cli::{ServeOpts, ServerOpts};
 use crate::deliver::serve::{self, LOCK_FILE, ServeOptions, TlsChoice, catalog};
+use crate::deliver::status;
 use crate::util::lock::{self, Holder};
 
 /// The TLS the server options ask for (clap already refused a certificate without its key and
@@ -41,8 +42,13 @@ pub fn run(o: &ServeOpts) -> Result<()> {
         rotate_tokens: o.rotate_tokens,
         one_shot: o.one_shot,
         selection: None,
+        dashboard: o.server.dashboard.then(|| status::dashboard(dir, None)),
     };
     let prepared = serve::prepare(&opts)?.per_address(usize::from(o.max_per_address));
+    if let Some(url) = &prepared.dashboard_url {
+        // Printed once, as asked for: the URL is the page's key.
+        eprintln!("{}", status::dashboard_line(url.expose_str(), dir));
+    }
     let mut out = std::io::stdout().lock();
     write!(out, "{}", catalog::table(&prepared.entries())).context("writing to stdout")?;
     writeln!(out, "map: {}", dir.join(catalog::SERVED_FILE).display())

@@ -23,6 +23,6 @@ mod tokens;
 
 pub use plan::{DeployOptions, Timeouts};
 pub use preflight::{Checked, Finding};
-pub use run::{Deployed, LOCK_FILE, Refused, check, deploy};
+pub use run::{Deployed, Refused, check, deploy};
 pub use step::{Failure, Step, first_wait, steps};
 pub use summary::{Ending, SiteOutcome, table};

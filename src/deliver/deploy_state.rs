@@ -35,6 +35,9 @@ use crate::util::fs::{
 
 /// Under the fleet's base directory.
 pub const DEPLOY_STATE_DIR: &str = ".ibi/deploy";
+/// deploy's lock on a BASE (one deploy at a time), held while it runs; `ibi status` reads its
+/// holder.
+pub const LOCK_FILE: &str = ".ibi/deploy.lock";
 /// The format version; a file with another one is refused, not guessed at.
 pub const DEPLOY_STATE_VERSION: u32 = 1;
 const MAX_STATE_FILE: u64 = 1 << 20;

@@ -10,6 +10,7 @@
 mod access_log;
 mod body;
 pub mod catalog;
+pub mod dashboard;
 mod handler;
 mod limits;
 pub mod report;
@@ -20,7 +21,7 @@ mod source;
 pub mod tls;
 
 pub use server::{
-    LOCK_FILE, PER_ADDRESS_DEFAULT, Prepared, Running, Selection, ServeOptions, TlsChoice, prepare,
-    public_base,
+    DashboardOptions, LOCK_FILE, PER_ADDRESS_DEFAULT, Prepared, Running, Selection, ServeOptions,
+    TlsChoice, prepare, public_base,
 };
 pub use source::Source;

@@ -5,10 +5,12 @@
 
 mod fleet;
 mod html;
+mod live;
 mod render;
 
 pub use fleet::{Damage, DeployRun, Fleet, HostStatus, PhaseStatus, fleet_status};
-pub use html::{HTML_FILE_MODE, render_html};
+pub use html::{HTML_FILE_MODE, render_html, render_live};
+pub use live::{dashboard, dashboard_line};
 pub use render::{age, render, render_json};
 
 #[cfg(test)]

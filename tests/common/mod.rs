@@ -7,6 +7,7 @@
 
 #[cfg(feature = "agent")]
 pub mod agent;
+pub mod browser;
 pub mod deliver;
 pub mod kubeapi;
 pub mod lab;

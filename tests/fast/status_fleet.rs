@@ -13,7 +13,7 @@ use crate::common::status_fleet::{
     write_record,
 };
 use ibi::contract::agent_status::RunState;
-use ibi::deliver::deploy::LOCK_FILE;
+use ibi::deliver::deploy_state::LOCK_FILE;
 use ibi::deliver::report_store::ReportStore;
 use ibi::util::lock::{self, Holder};
 use serde_json::{Value, json};

@@ -3,7 +3,8 @@
 //! flat, a clean stop, the variant ISO streamed from a patch byte for byte as `create image`
 //! writes it, each site's one-shot ISO streamed (`--one-shot`) with the Ignition config and kargs
 //! `create image --site` writes, a missing DIR and a second server on one DIR refused, and idle connections and
-//! connections over the per-address limit dropped while a download from another address goes on.
+//! connections over the per-address limit dropped while a download from another address goes on,
+//! and the status page `--dashboard` serves under a token of its own.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 use crate::common;
@@ -677,4 +678,67 @@ fn serve_drops_idle_connections_and_those_over_the_per_address_limit_and_keeps_s
                 && e.kind() != std::io::ErrorKind::TimedOut => {}
         other => panic!("an idle keep-alive connection was kept: {other:?}"),
     }
+}
+
+/// The URL `ibi serve --dashboard` printed once on stderr.
+fn dashboard_url(s: &Served) -> String {
+    let err = s.stderr();
+    let urls: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("status page: "))
+        .collect();
+    assert_eq!(urls.len(), 1, "{err}");
+    urls[0].split_whitespace().next().unwrap().to_string()
+}
+
+#[test]
+fn serve_dashboard_serves_the_fleet_page_under_a_token_of_its_own() {
+    if !tool(
+        "curl",
+        "serve_dashboard_serves_the_fleet_page_under_a_token_of_its_own",
+    ) {
+        return;
+    }
+    let d = one_image(4096);
+    let mut s = Served::start(d.path(), &["--dashboard"]);
+    let url = dashboard_url(&s);
+    let token = url.split('/').nth(3).unwrap().to_string();
+    assert_ne!(s.url(ISO).split('/').nth(3), Some(token.as_str()));
+    let page = fetch(d.path(), &url, &[]);
+    assert_eq!(page.status, 200);
+    assert_eq!(header(&page, "x-frame-options"), Some("deny"));
+    let body = String::from_utf8(page.body).unwrap();
+    for want in [
+        "<title>ibi status: ",
+        "<script src=\"live.js\" defer></script>",
+        "deploy: none has run on this BASE",
+        "<p id=\"live\">Served live: ",
+    ] {
+        assert!(body.contains(want), "{want} not in {body}");
+    }
+    let script = fetch(d.path(), &format!("{url}live.js"), &[]);
+    assert_eq!(
+        (script.status, header(&script, "content-type")),
+        (200, Some("text/javascript; charset=utf-8"))
+    );
+    assert_eq!(
+        fetch(d.path(), &format!("{url}served.json"), &[]).status,
+        404
+    );
+    // The access log names the page, never its token: the token is on stderr once, in the URL line.
+    let log = s.stderr();
+    assert_eq!(log.matches(&token).count(), 1, "{log}");
+    assert_eq!(log.matches(" GET dashboard 200 ").count(), 2, "{log}");
+    s.stop();
+    // The same token for the next server; a new one, and the old one a 404, with --rotate-tokens.
+    let token_of = |url: &str| url.split('/').nth(3).unwrap().to_string();
+    let s = Served::start(d.path(), &["--dashboard"]);
+    assert_eq!(token_of(&dashboard_url(&s)), token);
+    drop(s);
+    let s = Served::start(d.path(), &["--dashboard", "--rotate-tokens"]);
+    let rotated = dashboard_url(&s);
+    assert_ne!(token_of(&rotated), token);
+    let old = rotated.replace(&token_of(&rotated), &token);
+    assert_eq!(fetch(d.path(), &old, &[]).status, 404);
+    assert_eq!(fetch(d.path(), &rotated, &[]).status, 200);
 }

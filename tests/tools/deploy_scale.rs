@@ -23,11 +23,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::deliver::emulator::{Emulator, sushy_emulator};
-use common::deliver::fleet::{DeployRun, FactoryBase, factory_base, inventory_entry, spawn_deploy};
+#[cfg(not(feature = "agent"))]
+use common::deliver::fleet::lca_fails;
+use common::deliver::fleet::{DeployRun, wait_exit_within};
+use common::deliver::fleet::{FactoryBase, factory_base, inventory_entry, spawn_deploy};
 #[cfg(not(feature = "agent"))]
 use common::deliver::host::ok;
 use common::deliver::host::{Host, iso_ignition};
-use common::deliver::stop_child;
 use serde_json::Value;
 
 const TEST: &str = "deploy_scale";
@@ -46,11 +48,11 @@ struct Measure {
     peak_threads: usize,
 }
 
-fn uuid(i: usize) -> String {
+pub(crate) fn uuid(i: usize) -> String {
     format!("5ca1e000-0000-4000-8000-{i:012x}")
 }
 
-fn site(i: usize) -> String {
+pub(crate) fn site(i: usize) -> String {
     format!("s{i:03}")
 }
 
@@ -62,36 +64,38 @@ fn status_field(pid: u32, key: &str) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// The factory phase for `n` sites of one emulator; what it cost.
-fn run(bin: &Path, n: usize, parallel: usize) -> Measure {
-    let FactoryBase {
-        base,
-        work,
-        tls,
-        port,
-        ign: _,
-    } = factory_base();
-    let uuids: Vec<String> = (0..n).map(uuid).collect();
-    let emu = Emulator::start_many(bin, &uuids);
-    let mut inv = String::from("sites:\n");
-    for (i, u) in uuids.iter().enumerate() {
-        inv.push_str(&inventory_entry(&site(i), &emu, Some(u)));
+/// A [`factory_base`] for `n` sites, one emulator serving a System per site, the inventory naming
+/// them.
+pub(crate) struct ScaleFleet {
+    pub(crate) fb: FactoryBase,
+    pub(crate) uuids: Vec<String>,
+    pub(crate) emu: Emulator,
+    pub(crate) inventory: std::path::PathBuf,
+}
+
+impl ScaleFleet {
+    pub(crate) fn new(bin: &Path, n: usize) -> ScaleFleet {
+        let fb = factory_base();
+        let uuids: Vec<String> = (0..n).map(uuid).collect();
+        let emu = Emulator::start_many(bin, &uuids);
+        let mut inv = String::from("sites:\n");
+        for (i, u) in uuids.iter().enumerate() {
+            inv.push_str(&inventory_entry(&site(i), &emu, Some(u)));
+        }
+        let inventory = fb.work.path().join("sites.yaml");
+        std::fs::write(&inventory, inv).unwrap();
+        ScaleFleet {
+            fb,
+            uuids,
+            emu,
+            inventory,
+        }
     }
-    let inventory = work.path().join("sites.yaml");
-    std::fs::write(&inventory, inv).unwrap();
-    let started = Instant::now();
-    let parallel = parallel.to_string();
-    let mut deploy: Child = spawn_deploy(
-        &DeployRun {
-            base: base.path(),
-            inventory: &inventory,
-            phase: "factory",
-            port,
-            tls: &tls,
-            out: work.path(),
-        },
-        "run",
-        &[
+
+    /// `ibi deploy --phase factory` (run `run`) polling every second, with `extra`.
+    pub(crate) fn spawn(&self, parallel: usize, extra: &[&str]) -> Child {
+        let parallel = parallel.to_string();
+        let mut args = vec![
             "--poll",
             "1",
             "--parallel",
@@ -100,8 +104,36 @@ fn run(bin: &Path, n: usize, parallel: usize) -> Measure {
             "900",
             "--bmc-timeout",
             "300",
-        ],
-    );
+        ];
+        args.extend_from_slice(extra);
+        spawn_deploy(
+            &DeployRun {
+                base: self.fb.base.path(),
+                inventory: &self.inventory,
+                phase: "factory",
+                port: self.fb.port,
+                tls: &self.fb.tls,
+                out: self.fb.work.path(),
+            },
+            "run",
+            &args,
+        )
+    }
+}
+
+/// The factory phase for `n` sites of one emulator; what it cost.
+fn run(bin: &Path, n: usize, parallel: usize) -> Measure {
+    let fleet = ScaleFleet::new(bin, n);
+    let ScaleFleet {
+        fb: FactoryBase {
+            base, work, tls, ..
+        },
+        uuids,
+        emu,
+        ..
+    } = &fleet;
+    let started = Instant::now();
+    let mut deploy: Child = fleet.spawn(parallel, &[]);
     let pid = deploy.id();
     let done = AtomicBool::new(false);
     let (peak_threads, peak_rss) = (AtomicUsize::new(0), AtomicUsize::new(0));
@@ -120,18 +152,13 @@ fn run(bin: &Path, n: usize, parallel: usize) -> Measure {
             }
         });
         for _ in 0..PLAYERS {
-            s.spawn(|| play_hosts(base.path(), &emu, &uuids, &ca, &played, &done));
+            s.spawn(|| {
+                play_hosts(base.path(), emu, uuids, &ca, &played, &done, &|_| {
+                    Play::Done
+                })
+            });
         }
-        let deadline = Instant::now() + RUN_WAIT;
-        let status = loop {
-            if let Some(st) = deploy.try_wait().unwrap() {
-                break st;
-            }
-            if Instant::now() >= deadline {
-                break stop_child(&mut deploy);
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        };
+        let status = wait_exit_within(&mut deploy, RUN_WAIT);
         done.store(true, Ordering::SeqCst);
         status
     });
@@ -165,15 +192,26 @@ fn run(bin: &Path, n: usize, parallel: usize) -> Measure {
     }
 }
 
-/// Plays every host whose site waits for its report, once: the image its BMC holds, read as the
-/// live ISO boots it, and the reports its agent sends.
-fn play_hosts(
+/// What the test's host of site `i` does once its site waits for its report.
+pub(crate) enum Play {
+    /// Installs: reports its steps and the end.
+    Done,
+    /// Fails with this error, these journal lines sent with its last report.
+    Fail(String, Vec<String>),
+    /// Not yet: asked again on the next round.
+    Wait,
+}
+
+/// Plays every host whose site waits for its report, once, as `how` says: the image its BMC holds,
+/// read as the live ISO boots it, and the reports its agent sends.
+pub(crate) fn play_hosts(
     base: &Path,
     emu: &Emulator,
     uuids: &[String],
     ca: &[u8],
     played: &Mutex<HashSet<usize>>,
     done: &AtomicBool,
+    how: &(dyn Fn(usize) -> Play + Sync),
 ) {
     let client = reqwest::blocking::Client::builder()
         .tls_certs_only([reqwest::Certificate::from_pem(ca).unwrap()])
@@ -183,7 +221,11 @@ fn play_hosts(
     while !done.load(Ordering::SeqCst) {
         let mut idle = true;
         for (i, u) in uuids.iter().enumerate() {
-            if !waiting(base, &site(i)) || !played.lock().unwrap().insert(i) {
+            if !waiting(base, &site(i)) {
+                continue;
+            }
+            let play = how(i);
+            if matches!(play, Play::Wait) || !played.lock().unwrap().insert(i) {
                 continue;
             }
             idle = false;
@@ -191,13 +233,20 @@ fn play_hosts(
             let bytes = client.get(&image).send().unwrap().bytes().unwrap();
             let iso = tempfile::NamedTempFile::new().unwrap();
             std::fs::write(iso.path(), &bytes).unwrap();
+            let journal = match &play {
+                Play::Fail(_, lines) => lines.join("\n") + "\n",
+                _ => String::new(),
+            };
             let host = Host::new(
                 &iso_ignition(iso.path()),
                 u,
                 &format!("sno-{}", site(i)),
-                "",
+                &journal,
             );
-            report_done(&host);
+            match play {
+                Play::Fail(error, lines) => report_failed(&host, &error, lines),
+                _ => report_done(&host),
+            }
         }
         if idle {
             std::thread::sleep(Duration::from_millis(200));
@@ -227,6 +276,20 @@ fn report_done(h: &Host) {
 fn report_done(h: &Host) {
     ok(&h.lca_report("running", &[]), "ibi-report.sh running");
     ok(&h.lca_report("done", &[]), "ibi-report.sh done");
+}
+
+#[cfg(feature = "agent")]
+fn report_failed(h: &Host, error: &str, logs: Vec<String>) {
+    assert_eq!(
+        h.agent_reports_failure(error, logs),
+        ibi::agent::report::Delivery::Delivered
+    );
+}
+
+/// lca's failure unit: its error is systemd's, its journal the stand-in's lines.
+#[cfg(not(feature = "agent"))]
+fn report_failed(h: &Host, _error: &str, _logs: Vec<String>) {
+    lca_fails(h);
 }
 
 #[test]

@@ -27,6 +27,7 @@ mod deliver_boot;
 mod deliver_reports;
 mod deliver_serve;
 mod deliver_watch;
+mod deploy_dashboard;
 mod deploy_fleet;
 mod deploy_scale;
 mod deploy_trust;

@@ -8,13 +8,12 @@
 //! proves scripts are really off).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 
+use crate::common::browser::{BROWSER_TIMEOUT, Browser};
 use crate::common::deliver::ibi_env;
 use crate::common::status_fleet::{HOSTILE_SHOWN, fleet, hostile_site, now};
-use serde_json::{Value, json};
 
 const TEST: &str = "status_fleet";
 /// The hosts of the fleet: sites a to e and a's shared-token host.
@@ -25,8 +24,6 @@ const PAGE_TAGS: [&str; 26] = [
     "time", "section", "article", "pre", "ul", "li", "table", "thead", "tbody", "tr", "th", "td",
     "progress", "span",
 ];
-/// Seconds a browser run may take before `timeout` ends it.
-const BROWSER_TIMEOUT: &str = "120";
 
 /// Writes the page for the fleet; returns its path.
 fn write_page(dir: &Path) -> std::path::PathBuf {
@@ -167,138 +164,6 @@ fn chromium_renders_every_host_and_host_text_as_text_with_javascript_on() {
     check_dom(&dom, rows, "JavaScript on");
 }
 
-/// Chromium with its DevTools protocol on a pipe (`--remote-debugging-pipe`: it reads commands on
-/// fd 3 and writes answers on fd 4, each JSON ending in NUL), one page target attached.
-struct Browser {
-    child: Child,
-    to: ChildStdin,
-    from: BufReader<ChildStdout>,
-    id: u64,
-    events: Vec<Value>,
-    session: String,
-}
-
-impl Browser {
-    fn start(profile: &Path, flags: &[&str]) -> Browser {
-        let mut child = Command::new("timeout")
-            .args([
-                BROWSER_TIMEOUT,
-                "sh",
-                "-c",
-                // fd 3 and 4 are the pipe's ends; chromium's own output goes nowhere.
-                r#"exec "$0" "$@" 3<&0 4>&1 </dev/null >/dev/null 2>&1"#,
-                "chromium",
-                "--headless=new",
-                "--disable-gpu",
-                "--no-sandbox",
-                "--remote-debugging-pipe",
-                &format!("--user-data-dir={}", profile.display()),
-            ])
-            .args(flags)
-            .arg("about:blank")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let to = child.stdin.take().unwrap();
-        let from = BufReader::new(child.stdout.take().unwrap());
-        let mut b = Browser {
-            child,
-            to,
-            from,
-            id: 0,
-            events: Vec::new(),
-            session: String::new(),
-        };
-        let target = b.call(false, "Target.createTarget", json!({"url": "about:blank"}));
-        let attached = b.call(
-            false,
-            "Target.attachToTarget",
-            json!({"targetId": target["targetId"], "flatten": true}),
-        );
-        b.session = attached["sessionId"].as_str().unwrap().to_string();
-        b.call(true, "Page.enable", json!({}));
-        b
-    }
-
-    fn read(&mut self) -> Value {
-        let mut msg = Vec::new();
-        self.from.read_until(0, &mut msg).unwrap();
-        assert_eq!(
-            msg.pop(),
-            Some(0),
-            "chromium closed its DevTools pipe (crashed, or ran out of time)"
-        );
-        serde_json::from_slice(&msg).unwrap()
-    }
-
-    /// `method` on the browser, or on the attached page; its result.
-    fn call(&mut self, on_page: bool, method: &str, params: Value) -> Value {
-        self.id += 1;
-        let mut msg = json!({"id": self.id, "method": method, "params": params});
-        if on_page {
-            msg["sessionId"] = self.session.clone().into();
-        }
-        let mut bytes = serde_json::to_vec(&msg).unwrap();
-        bytes.push(0);
-        self.to.write_all(&bytes).unwrap();
-        self.to.flush().unwrap();
-        loop {
-            let m = self.read();
-            if m["id"] == self.id {
-                assert!(m.get("error").is_none(), "{method}: {m}");
-                return m["result"].clone();
-            }
-            self.events.push(m);
-        }
-    }
-
-    /// Loads `url` in the page; the document's root node once its load event fired.
-    fn load(&mut self, url: &str) -> Value {
-        self.events.clear();
-        self.call(true, "Page.navigate", json!({ "url": url }));
-        loop {
-            let fired = self
-                .events
-                .iter()
-                .position(|e| e["method"] == "Page.loadEventFired");
-            match fired {
-                Some(i) => {
-                    self.events.remove(i);
-                    let doc = self.call(true, "DOM.getDocument", json!({"depth": -1}));
-                    // A load event of the page before (about:blank) does not count.
-                    if doc["root"]["documentURL"] == url {
-                        return doc["root"]["nodeId"].clone();
-                    }
-                }
-                None => {
-                    let m = self.read();
-                    self.events.push(m);
-                }
-            }
-        }
-    }
-
-    fn count(&mut self, root: &Value, selector: &str) -> usize {
-        let found = self.call(
-            true,
-            "DOM.querySelectorAll",
-            json!({"nodeId": root, "selector": selector}),
-        );
-        found["nodeIds"].as_array().unwrap().len()
-    }
-
-    fn outer_html(&mut self, root: &Value) -> String {
-        let html = self.call(true, "DOM.getOuterHTML", json!({ "nodeId": root }));
-        html["outerHTML"].as_str().unwrap().to_string()
-    }
-
-    fn close(mut self) {
-        self.call(false, "Browser.close", json!({}));
-        assert!(self.child.wait().unwrap().success());
-    }
-}
-
 #[test]
 fn chromium_renders_every_host_and_host_text_as_text_with_javascript_off() {
     if !crate::common::tool("chromium", TEST) {
@@ -317,6 +182,7 @@ fn chromium_renders_every_host_and_host_text_as_text_with_javascript_off() {
     let mut b = Browser::start(
         &d.path().join("profile"),
         &["--blink-settings=scriptEnabled=false"],
+        BROWSER_TIMEOUT,
     );
     let root = b.load(&url(&probe));
     assert_eq!(

@@ -41,6 +41,8 @@ pub struct DeployOptions {
     pub listen: std::net::SocketAddr,
     pub tls: TlsChoice,
     pub public_url: Option<Url>,
+    /// Also serve the live status page (`--dashboard`).
+    pub dashboard: bool,
     pub timeouts: Timeouts,
 }
 

@@ -13,16 +13,15 @@ use super::progress::Progress;
 use super::signals::Signals;
 use super::summary::SiteOutcome;
 use super::tokens;
-use crate::deliver::deploy_state::Phase;
+use crate::deliver::deploy_state::{LOCK_FILE, Phase};
 use crate::deliver::serve::catalog::HostToken;
 use crate::deliver::serve::{self, Running, Selection, ServeOptions};
+use crate::deliver::status;
 use crate::util::lock::{self, DirLock, Holder};
 
 /// deploy's own files beside `ibi serve`'s under BASE/.ibi/.
 const MAP_FILE: &str = ".ibi/deploy-served.json";
 const ACCESS_LOG: &str = ".ibi/deploy-access.log";
-/// One deploy at a time on a BASE.
-pub const LOCK_FILE: &str = ".ibi/deploy.lock";
 
 /// A run's result: each site's outcome, and the signal that interrupted it, if one did.
 #[derive(Debug)]
@@ -67,7 +66,7 @@ pub fn deploy(o: &DeployOptions) -> Result<Deployed> {
         .iter()
         .filter(|t| !failed.contains_key(&t.name))
         .collect();
-    let server = start_server(o, &served, signals)?;
+    let server = start_server(o, &served, signals, &checked)?;
     let ctx = Ctx {
         opts: o,
         server: &server,
@@ -123,7 +122,12 @@ fn take_lock(o: &DeployOptions) -> Result<DirLock> {
 /// The server for the sites to serve: one URL per host; in the factory each host's own variant of
 /// the installation ISO, carrying its own report token, when the hosts report; one-shot, that
 /// variant also carrying its site's configuration (the alias names the site).
-fn start_server(o: &DeployOptions, served: &[&Target], signals: HostSignals) -> Result<Running> {
+fn start_server(
+    o: &DeployOptions,
+    served: &[&Target],
+    signals: HostSignals,
+    checked: &Checked,
+) -> Result<Running> {
     let names: Vec<&str> = served.iter().map(|t| t.name.as_str()).collect();
     let own = match (o.phase, signals.reports) {
         (Phase::Factory | Phase::Oneshot, true) => tokens::load_or_draw(&o.base, &names)?,
@@ -152,10 +156,18 @@ fn start_server(o: &DeployOptions, served: &[&Target], signals: HostSignals) -> 
             map_file: o.base.join(MAP_FILE),
             access_log: o.base.join(ACCESS_LOG),
         }),
+        dashboard: o
+            .dashboard
+            .then(|| status::dashboard(&o.base, Some(checked.table()))),
     };
     // BMCs behind one address (a NAT, a lab's emulator) may all download at once.
     let per_address = serve::PER_ADDRESS_DEFAULT.max(2 * o.parallel + 16);
-    let running = serve::prepare(&opts)?.per_address(per_address).start()?;
+    let prepared = serve::prepare(&opts)?;
+    if let Some(url) = &prepared.dashboard_url {
+        // Printed once, as asked for: the URL is the page's key.
+        eprintln!("{}", status::dashboard_line(url.expose_str(), &o.base));
+    }
+    let running = prepared.per_address(per_address).start()?;
     info!(
         "serving on {} (access log: {})",
         running.address,

@@ -92,6 +92,8 @@ impl Stream {
 /// The body of every response `serve` sends.
 pub struct ImageBody {
     stream: Option<Stream>,
+    /// A body made in memory (the status page), sent as one frame.
+    memory: Option<Bytes>,
     access: Access,
     sent: u64,
     failure: Option<String>,
@@ -102,6 +104,18 @@ impl ImageBody {
     pub fn empty(access: Access) -> Self {
         Self {
             stream: None,
+            memory: None,
+            access,
+            sent: 0,
+            failure: None,
+        }
+    }
+
+    /// `bytes`, made in memory (the status page and its script).
+    pub fn bytes(bytes: Bytes, access: Access) -> Self {
+        Self {
+            stream: None,
+            memory: Some(bytes).filter(|b| !b.is_empty()),
             access,
             sent: 0,
             failure: None,
@@ -119,6 +133,7 @@ impl ImageBody {
         };
         Self {
             stream: Some(stream),
+            memory: None,
             access,
             sent: 0,
             failure: None,
@@ -126,7 +141,8 @@ impl ImageBody {
     }
 
     fn remaining(&self) -> u64 {
-        self.stream.as_ref().map_or(0, |s| s.end - s.pos)
+        let memory = self.memory.as_ref().map_or(0, |b| b.len() as u64);
+        memory + self.stream.as_ref().map_or(0, |s| s.end - s.pos)
     }
 }
 
@@ -139,6 +155,10 @@ impl Body for ImageBody {
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         let this = self.get_mut();
+        if let Some(bytes) = this.memory.take() {
+            this.sent += bytes.len() as u64;
+            return Poll::Ready(Some(Ok(Frame::data(bytes))));
+        }
         let Some(stream) = this.stream.as_mut() else {
             return Poll::Ready(None);
         };

@@ -15,6 +15,7 @@ use tracing::warn;
 use super::access_log::AccessLog;
 use super::body::{Access, ImageBody};
 use super::catalog::{Image, ServedFile};
+use super::dashboard::{Dashboard, Route};
 use super::report::{self, Reports};
 use super::rules::{RangeAsk, etag_listed, if_range_holds, parse_range};
 use super::site_fetch::{self, SiteFetches};
@@ -31,7 +32,14 @@ pub struct State {
     /// One-shot hosts that fetch their site's configuration ISO.
     pub site_fetches: SiteFetches,
     pub log: Arc<AccessLog>,
+    /// The live status page, when asked for (`--dashboard`).
+    pub dashboard: Option<Arc<Dashboard>>,
 }
+
+/// What a browser may do with the status page: run its own script, fetch the page again, nothing
+/// else (no frame around it, no other origin, no form, no plug-in).
+const DASHBOARD_POLICY: &str = "default-src 'none'; script-src 'self'; connect-src 'self'; \
+     style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// The index of the image `/TOKEN/FILE` names. Tokens are compared in constant time, so response
 /// timing says nothing about how much of a guess was right.
@@ -62,6 +70,11 @@ pub async fn handle(
     }
     if req.uri().path() == site_fetch::path() {
         return Ok(site_fetch_answer(state, client, req, access).await);
+    }
+    if let Some(dash) = &state.dashboard
+        && let Some(what) = dash.route(req.uri().path())
+    {
+        return Ok(dashboard_answer(dash.clone(), what, req.method(), access).await);
     }
     let Some(index) = route(&state.images, req.uri().path()) else {
         return Ok(bare(StatusCode::NOT_FOUND, access));
@@ -143,6 +156,60 @@ async fn site_fetch_answer(
         Ok((o, access)) => answer(req.method() == Method::HEAD, req.headers(), o, access),
         Err(r) => r,
     }
+}
+
+/// The status page (made on a blocking thread: it reads BASE/.ibi/) or its script, never cached by
+/// the browser, with the headers that keep it from being framed, sniffed or told of by a referrer.
+async fn dashboard_answer(
+    dash: Arc<Dashboard>,
+    what: Route,
+    method: &Method,
+    mut access: Access,
+) -> Response<ImageBody> {
+    access.image = "dashboard".into();
+    if !reads(method) {
+        return read_only(access);
+    }
+    let (body, kind) = match what {
+        Route::Script => (dash.script(), "text/javascript; charset=utf-8"),
+        Route::Page => match tokio::task::spawn_blocking(move || dash.page()).await {
+            Ok(Ok(page)) => (page, "text/html; charset=utf-8"),
+            Ok(Err(e)) => {
+                warn!("the status page: {}", escape_control(&format!("{e:#}")));
+                return bare(StatusCode::INTERNAL_SERVER_ERROR, access);
+            }
+            Err(e) => {
+                warn!("the status page: {e}");
+                return bare(StatusCode::INTERNAL_SERVER_ERROR, access);
+            }
+        },
+    };
+    access.status = 200;
+    let length = body.len() as u64;
+    let body = if method == Method::HEAD {
+        ImageBody::empty(access)
+    } else {
+        ImageBody::bytes(body, access)
+    };
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(DASHBOARD_POLICY),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    r
 }
 
 /// GET and HEAD read an image; nothing else does.

@@ -21,12 +21,14 @@ use tracing::{debug, info, warn};
 
 use super::access_log::AccessLog;
 use super::catalog::{Alias, HostToken, Image, ServedEntry, ServedFile};
+use super::dashboard::{Dashboard, PageFn};
 use super::handler::State;
 use super::limits::{Dropped, Limits};
 use super::report::Reports;
 use super::site_fetch::SiteFetches;
 use super::source::{Cache, open};
 use super::tls::Host;
+use crate::util::secret::Secret;
 
 /// A client must send its first byte (the TLS ClientHello, or the request line) within this of
 /// connecting, or it is dropped: a socket opened and left silent holds a slot for this long only.
@@ -73,6 +75,21 @@ pub struct ServeOptions {
     pub one_shot: bool,
     /// Serve only these images (`ibi deploy`); `None`: everything under `dir`.
     pub selection: Option<Selection>,
+    /// Also the live status page, under a token of its own (`--dashboard`).
+    pub dashboard: Option<DashboardOptions>,
+}
+
+/// The status page to serve: what makes it, and the script that refreshes it in the browser.
+#[derive(Clone)]
+pub struct DashboardOptions {
+    pub page: PageFn,
+    pub script: &'static str,
+}
+
+impl std::fmt::Debug for DashboardOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DashboardOptions")
+    }
 }
 
 /// What `ibi deploy` serves: one alias per host and phase, with the map and the access log in files
@@ -95,6 +112,8 @@ pub struct Prepared {
     /// The certificate path and whether it was just made (self-signed only).
     pub certificate: Option<(PathBuf, bool)>,
     pub address: SocketAddr,
+    /// The status page's URL (its token in it), when it is served.
+    pub dashboard_url: Option<Secret>,
 }
 
 impl Prepared {
@@ -263,6 +282,22 @@ pub fn prepare(opts: &ServeOptions) -> Result<Prepared> {
         ),
     };
     let log = Arc::new(log);
+    let dashboard = match &opts.dashboard {
+        Some(d) => Some(Arc::new(Dashboard::new(
+            &opts.dir,
+            opts.rotate_tokens,
+            d.page.clone(),
+            d.script,
+        )?)),
+        None => None,
+    };
+    let dashboard_url = dashboard.as_ref().map(|d| {
+        Secret::new(format!(
+            "{}{}",
+            public.as_str().trim_end_matches('/'),
+            d.path().expose_str()
+        ))
+    });
     let state = Arc::new(State {
         images,
         cache,
@@ -274,6 +309,7 @@ pub fn prepare(opts: &ServeOptions) -> Result<Prepared> {
         )),
         site_fetches: SiteFetches::new(site_fetch_hosts(opts)),
         log,
+        dashboard,
     });
     Ok(Prepared {
         listener,
@@ -282,6 +318,7 @@ pub fn prepare(opts: &ServeOptions) -> Result<Prepared> {
         per_address: PER_ADDRESS_DEFAULT,
         certificate,
         address,
+        dashboard_url,
     })
 }
 

@@ -23,7 +23,8 @@ use serde::Serialize;
 
 use crate::contract::agent_status::RunState;
 use crate::contract::host_report::ReportingAgent;
-use crate::deliver::deploy::{LOCK_FILE, Step};
+use crate::deliver::deploy::Step;
+use crate::deliver::deploy_state::LOCK_FILE;
 use crate::deliver::deploy_state::{
     DEPLOY_STATE_DIR, DamagedRecord, Phase, PhaseRecord, SiteDeployState, load_all_checked,
 };

@@ -27,6 +27,20 @@ pub const HTML_FILE_MODE: u32 = 0o644;
 /// Nothing may be fetched, framed or run; only the page's own `<style>`.
 const CSP: &str =
     "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'";
+/// The live page's: also its own script ([`LIVE_SCRIPT`], from the server that sent the page) and
+/// that script's fetch of the page again; nothing inline runs.
+const LIVE_CSP: &str = "default-src 'none'; script-src 'self'; connect-src 'self'; \
+     style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'";
+
+/// The live page's script, served beside it as `live.js`: it fetches the page again every few
+/// seconds and puts the new body in place of the old, so the page changes without a reload.
+pub const LIVE_SCRIPT: &str = include_str!("live.js");
+
+/// Which page: the file `--html` writes, or the one a running server serves.
+enum Kind<'a> {
+    File,
+    Live { preflight: Option<&'a str> },
+}
 
 const STYLE: &str = "\
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#1b1b1b;background:#fff}
@@ -50,6 +64,7 @@ progress{width:6em;accent-color:#0b57d0;vertical-align:middle}
 .failure p{margin:.2em 0;font-family:ui-monospace,monospace;white-space:pre-wrap;word-break:break-word}
 pre{white-space:pre-wrap;word-break:break-all;background:#fff;padding:.5em;margin:.3em 0;font-size:12px}
 .deploy,.summary{margin:.2em 0}
+#live{margin:.2em 0;color:#555;font-size:.9em}
 ";
 
 /// The table's columns; [`row`] fills them in this order.
@@ -110,12 +125,23 @@ pub(super) fn progress(h: &HostStatus) -> Option<(usize, usize)> {
         .map(|i| (i, table.len()))
 }
 
-/// The whole page. `base` is the BASE the fleet was read from, as the user named it.
+/// The whole page, as `--html` writes it. `base` is the BASE the fleet was read from, as the user
+/// named it.
 pub fn render_html(fleet: &Fleet, base: &str, now: u64) -> String {
+    render_page(fleet, base, now, Kind::File)
+}
+
+/// The page a running server serves (`--dashboard`): the same, with [`LIVE_SCRIPT`] to keep it
+/// current and, from deploy, the pre-flight's result.
+pub fn render_live(fleet: &Fleet, base: &str, now: u64, preflight: Option<&str>) -> String {
+    render_page(fleet, base, now, Kind::Live { preflight })
+}
+
+fn render_page(fleet: &Fleet, base: &str, now: u64, kind: Kind) -> String {
     let mut page = String::with_capacity(4096 + fleet.hosts.len() * 1024);
-    page.push_str(&head(base));
+    page.push_str(&head(base, &kind));
     page.push_str("<body>\n");
-    page.push_str(&header(fleet, base, now));
+    page.push_str(&header(fleet, base, now, &kind));
     page.push_str(&failures_section(fleet));
     page.push_str(&list_section(
         "problems",
@@ -124,22 +150,37 @@ pub fn render_html(fleet: &Fleet, base: &str, now: u64) -> String {
     ));
     page.push_str(&table(fleet, now));
     page.push_str(&list_section("notes", "Not counted", &note_lines(fleet)));
+    if let Kind::Live {
+        preflight: Some(text),
+    } = kind
+    {
+        let lines: Vec<String> = text.lines().map(esc).collect();
+        page.push_str(&format!(
+            "<section id=\"preflight\">\n<h2>Pre-flight</h2>\n<pre>{}</pre>\n</section>\n",
+            lines.join("\n")
+        ));
+    }
     page.push_str("</body>\n</html>\n");
     page
 }
 
-fn head(base: &str) -> String {
+fn head(base: &str, kind: &Kind) -> String {
+    let (csp, script) = match kind {
+        Kind::File => (CSP, ""),
+        // Relative: the page is `/TOKEN/`, its script `/TOKEN/live.js`.
+        Kind::Live { .. } => (LIVE_CSP, "<script src=\"live.js\" defer></script>\n"),
+    };
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"{csp}\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <meta name=\"referrer\" content=\"no-referrer\">\n\
-         <title>ibi status: {}</title>\n<style>\n{STYLE}</style>\n</head>\n",
+         <title>ibi status: {}</title>\n<style>\n{STYLE}</style>\n{script}</head>\n",
         esc(base)
     )
 }
 
-fn header(fleet: &Fleet, base: &str, now: u64) -> String {
+fn header(fleet: &Fleet, base: &str, now: u64, kind: &Kind) -> String {
     let generated = rfc3339(now);
     let (class, deploy) = match &fleet.deploy {
         DeployRun::Never => ("never", "deploy: none has run on this BASE".to_string()),
@@ -153,12 +194,20 @@ fn header(fleet: &Fleet, base: &str, now: u64) -> String {
         "<header>\n<h1>ibi status: <code>{}</code></h1>\n\
          <p>Generated at <time datetime=\"{generated}\">{generated}</time> by ibi {} from the reports, \
          deploy's records and deploy's lock under <code>{}/.ibi/</code>.</p>\n\
-         <p class=\"deploy {class}\" id=\"deploy\">{}</p>\n<p class=\"summary\" id=\"summary\">{}</p>\n</header>\n",
+         <p class=\"deploy {class}\" id=\"deploy\">{}</p>\n<p class=\"summary\" id=\"summary\">{}</p>\n{}</header>\n",
         esc(base),
         env!("CARGO_PKG_VERSION"),
         esc(base),
         esc(deploy.trim_end()),
         esc(summary(&fleet.hosts).trim_end()),
+        match kind {
+            Kind::File => "",
+            // The script says when it last updated the page, or that it could not.
+            Kind::Live { .. } => {
+                "<p id=\"live\">Served live: with JavaScript on, this page updates itself; \
+                 with it off, reload it to see the fleet now.</p>\n"
+            }
+        }
     )
 }
 

@@ -210,7 +210,11 @@ pub fn report_done_lca(f: &Fleet, i: usize) {
 }
 
 pub fn report_failed_lca(f: &Fleet, i: usize) {
-    let h = f.host(i, FAILED_JOURNAL);
+    lca_fails(&f.host(i, FAILED_JOURNAL));
+}
+
+/// The lca units of a host whose install failed: running, then the failure unit's report.
+pub fn lca_fails(h: &Host) {
     ok(&h.lca_report("running", &[]), "ibi-report.sh running");
     ok(
         &h.lca_report(
@@ -342,7 +346,12 @@ pub fn spawn_deploy_env(d: &DeployRun, run: &str, args: &[&str], envs: &[(&str, 
 }
 
 pub fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
-    let deadline = Instant::now() + PHASE_WAIT;
+    wait_exit_within(child, PHASE_WAIT)
+}
+
+/// `child`'s exit, stopping it once `wait` is over.
+pub fn wait_exit_within(child: &mut Child, wait: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + wait;
     loop {
         if let Some(s) = child.try_wait().unwrap() {
             return s;

@@ -166,6 +166,26 @@ impl Host {
     /// finished, then the end; what the reporter says of the final report's delivery.
     #[cfg(feature = "agent")]
     pub fn agent_reports_three_steps(&self) -> ibi::agent::report::Delivery {
+        self.agent_reports(Ok(()), Vec::new())
+    }
+
+    /// The agent's reporter on this host: the install failed in its third step with `error`, these
+    /// journal lines sent with the final report.
+    #[cfg(feature = "agent")]
+    pub fn agent_reports_failure(
+        &self,
+        error: &str,
+        logs: Vec<String>,
+    ) -> ibi::agent::report::Delivery {
+        self.agent_reports(Err(error), logs)
+    }
+
+    #[cfg(feature = "agent")]
+    fn agent_reports(
+        &self,
+        outcome: Result<(), &str>,
+        logs: Vec<String>,
+    ) -> ibi::agent::report::Delivery {
         use ibi::agent::report::ReporterSetup;
         use ibi::agent::state::{Progress, Step};
         let setup = ReporterSetup {
@@ -180,9 +200,11 @@ impl Host {
         progress.observe(reporter.observer());
         for step in [Step::DiskCleanup, Step::WriteRhcos, Step::FetchSeed] {
             progress.begin(step);
-            progress.finish();
+            if step != Step::FetchSeed || outcome.is_ok() {
+                progress.finish();
+            }
         }
-        reporter.finish(progress.snapshot(), Ok(()), Vec::new())
+        reporter.finish(progress.snapshot(), outcome, logs)
     }
 
     /// `ibi-report.sh STATE` as the lca report units run it, with `extra` environment (systemd's

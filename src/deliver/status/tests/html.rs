@@ -194,6 +194,41 @@ fn the_page_fetches_nothing_and_runs_nothing() {
     assert_eq!(page.matches("<td>https://bmc-").count(), 5);
 }
 
+/// The served page is the file's, plus its one script (by relative URL, no inline code), the
+/// policy that lets that script fetch the page again, the line it writes to, and deploy's
+/// pre-flight, escaped.
+#[test]
+fn the_live_page_is_the_file_page_with_its_script_and_the_preflight() {
+    let (_d, fleet) = fleet_of_five();
+    let file = render_html(&fleet, "B", T + 200);
+    let live = render_live(&fleet, "B", T + 200, Some("SITE  CHECK\na17   ok <\x1b>\n"));
+    assert_eq!(live.matches("<script").count(), 1, "{live}");
+    assert!(live.contains("<script src=\"live.js\" defer></script>\n</head>"));
+    assert!(live.contains(
+        "content=\"default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'\""
+    ));
+    assert!(live.contains("<p id=\"live\">Served live: "));
+    assert!(live.contains(
+        "<section id=\"preflight\">\n<h2>Pre-flight</h2>\n<pre>SITE  CHECK\na17   ok &lt;\\x1b&gt;</pre>"
+    ));
+    assert_eq!(rows(&live), rows(&file));
+    assert!(!render_live(&fleet, "B", T + 200, None).contains("preflight"));
+    // The script fetches only the page it came with, and builds no HTML of its own.
+    let script = crate::deliver::status::html::LIVE_SCRIPT;
+    assert_eq!(script.matches("fetch(").count(), 1);
+    assert!(script.contains("fetch(location.pathname, {"));
+    for never in [
+        "innerHTML",
+        "outerHTML",
+        "eval(",
+        "document.write",
+        "http",
+        "localStorage",
+    ] {
+        assert!(!script.contains(never), "{never} in live.js");
+    }
+}
+
 #[test]
 fn damaged_records_and_notes_are_listed_and_damage_ranks_after_failures() {
     let mut s = site("a18", B);

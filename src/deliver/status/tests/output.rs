@@ -2,7 +2,7 @@
 
 use super::fixtures::*;
 use crate::contract::agent_status::RunState;
-use crate::deliver::deploy::LOCK_FILE;
+use crate::deliver::deploy_state::LOCK_FILE;
 use crate::deliver::deploy_state::Phase;
 use crate::deliver::report_store::{REPORTS_FILE, StoredReport};
 use crate::deliver::status::*;
