@@ -27,7 +27,7 @@ use common::deliver::fleet::{FactoryBase, wait_exit_within};
 use common::deliver::stop_child;
 use serde_json::Value;
 
-use super::deploy_scale::{Play, ScaleFleet, play_hosts, site};
+use super::deploy_scale::{Play, ScaleFleet, play_hosts, printed_dashboard_url, site};
 
 const TEST: &str = "deploy_dashboard";
 const SITES: usize = 20;
@@ -47,18 +47,13 @@ const SERVED_LIVE: &str = "Served live: with JavaScript on, this page updates it
 fn dashboard_url(work: &std::path::Path, deploy: &mut Child) -> String {
     let deadline = Instant::now() + WAIT;
     loop {
-        let err = std::fs::read_to_string(work.join("run.stderr")).unwrap_or_default();
-        let urls: Vec<&str> = err
-            .lines()
-            .filter_map(|l| l.strip_prefix("status page: "))
-            .collect();
-        if let Some(url) = urls.first() {
-            assert_eq!(urls.len(), 1, "the URL is printed once:\n{err}");
-            return url.split_whitespace().next().unwrap().to_string();
+        if let Some(url) = printed_dashboard_url(work) {
+            return url;
         }
         assert!(
             deploy.try_wait().unwrap().is_none() && Instant::now() < deadline,
-            "no status page line:\n{err}"
+            "no status page line:\n{}",
+            std::fs::read_to_string(work.join("run.stderr")).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(200));
     }

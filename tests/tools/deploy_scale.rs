@@ -10,7 +10,10 @@
 //! constant, sampled from `/proc` while it runs (a thread per site, as deploy once had, fails it).
 //! The ignored `deploy_scale_benchmark` runs 20, 100 and 200 sites at `--parallel 20`
 //! (`IBI_SCALE_SIZES`, `IBI_SCALE_PARALLEL`) and prints peak RSS, peak threads and wall time per
-//! site; `benches/deploy-scale.sh` runs it on a release build.
+//! site; `benches/deploy-scale.sh` runs it on a release build. The ignored `dashboard_cost_benchmark`
+//! runs 200 sites with and without the status page and three viewers of it
+//! (`benches/dashboard-cost.sh`). deploy_dashboard.rs drives the same fleet with the page open in a
+//! browser.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test: a panic is how it fails
 
 use crate::common;
@@ -44,6 +47,8 @@ const PLAYERS: usize = 4;
 struct Measure {
     sites: usize,
     wall: Duration,
+    /// Status pages the viewers fetched.
+    pages: usize,
     peak_rss_kib: u64,
     peak_threads: usize,
 }
@@ -122,7 +127,9 @@ impl ScaleFleet {
 }
 
 /// The factory phase for `n` sites of one emulator; what it cost.
-fn run(bin: &Path, n: usize, parallel: usize) -> Measure {
+/// With `viewers` > 0, deploy serves its status page (`--dashboard`) and that many viewers fetch it
+/// every [`VIEW_EVERY`], as the page's script does in a browser.
+fn run(bin: &Path, n: usize, parallel: usize, viewers: usize) -> Measure {
     let fleet = ScaleFleet::new(bin, n);
     let ScaleFleet {
         fb: FactoryBase {
@@ -133,13 +140,18 @@ fn run(bin: &Path, n: usize, parallel: usize) -> Measure {
         ..
     } = &fleet;
     let started = Instant::now();
-    let mut deploy: Child = fleet.spawn(parallel, &[]);
+    let extra: &[&str] = if viewers > 0 { &["--dashboard"] } else { &[] };
+    let mut deploy: Child = fleet.spawn(parallel, extra);
     let pid = deploy.id();
     let done = AtomicBool::new(false);
     let (peak_threads, peak_rss) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let played: Mutex<HashSet<usize>> = Mutex::default();
     let ca = std::fs::read(&tls.0).unwrap();
+    let pages = AtomicUsize::new(0);
     let status = std::thread::scope(|s| {
+        for _ in 0..viewers {
+            s.spawn(|| view(work.path(), &ca, &pages, &done));
+        }
         s.spawn(|| {
             while !done.load(Ordering::SeqCst) {
                 if let Some(t) = status_field(pid, "Threads:") {
@@ -184,11 +196,61 @@ fn run(bin: &Path, n: usize, parallel: usize) -> Measure {
         assert_eq!(rec["phases"]["factory"]["state"], "done", "{rec}");
         assert_eq!(rec["bmc"]["uuid"], u.as_str(), "{rec}");
     }
+    let pages = pages.load(Ordering::SeqCst);
+    assert!(
+        viewers == 0 || pages >= viewers,
+        "the viewers fetched {pages} pages"
+    );
     Measure {
         sites: n,
         wall,
+        pages,
         peak_rss_kib: peak_rss.load(Ordering::SeqCst) as u64,
         peak_threads: peak_threads.load(Ordering::SeqCst),
+    }
+}
+
+/// How often a viewer fetches the status page: as often as its script in a browser does.
+const VIEW_EVERY: Duration = Duration::from_secs(2);
+
+/// The status page's URL, once deploy (run `run`, its output in `work`) has printed it.
+pub(crate) fn printed_dashboard_url(work: &Path) -> Option<String> {
+    let err = std::fs::read_to_string(work.join("run.stderr")).unwrap_or_default();
+    let urls: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("status page: "))
+        .collect();
+    assert!(urls.len() <= 1, "the URL is printed once:\n{err}");
+    Some(urls.first()?.split_whitespace().next()?.to_string())
+}
+
+/// A viewer with the page open: it fetches the page every [`VIEW_EVERY`] until `done`.
+fn view(work: &Path, ca: &[u8], pages: &AtomicUsize, done: &AtomicBool) {
+    let client = reqwest::blocking::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(ca).unwrap()])
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let mut url = None;
+    while !done.load(Ordering::SeqCst) {
+        match &url {
+            None => url = printed_dashboard_url(work),
+            Some(u) => {
+                // The server stops with deploy: a failed fetch at the end is no error.
+                if let Ok(r) = client.get(u).send()
+                    && r.status() == 200
+                    && r.bytes().is_ok()
+                {
+                    pages.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+        let wait = if url.is_some() {
+            VIEW_EVERY
+        } else {
+            Duration::from_millis(100)
+        };
+        std::thread::sleep(wait);
     }
 }
 
@@ -301,7 +363,7 @@ fn twenty_sites_of_one_emulator_finish_with_threads_bounded_by_parallel() {
         return;
     };
     let parallel = 4;
-    let m = run(&bin, 20, parallel);
+    let m = run(&bin, 20, parallel, 0);
     eprintln!(
         "{} sites: {:.1} s wall, peak RSS {} KiB, peak threads {}",
         m.sites,
@@ -332,7 +394,7 @@ fn deploy_scale_benchmark() {
     let parallel: usize = std::env::var("IBI_SCALE_PARALLEL")
         .ok()
         .map_or(20, |p| p.parse().unwrap());
-    let rows: Vec<Measure> = sizes.iter().map(|n| run(&bin, *n, parallel)).collect();
+    let rows: Vec<Measure> = sizes.iter().map(|n| run(&bin, *n, parallel, 0)).collect();
     // Ratios to the first size, the reference run of this invocation.
     let (rss0, threads0) = (rows[0].peak_rss_kib as f64, rows[0].peak_threads as f64);
     eprintln!(
@@ -351,4 +413,45 @@ fn deploy_scale_benchmark() {
             m.peak_threads as f64 / threads0
         );
     }
+}
+
+/// The status page's cost (`benches/dashboard-cost.sh`): `IBI_DASHBOARD_SITES` sites (default 200) at
+/// `--parallel 20`, `IBI_DASHBOARD_ROUNDS` rounds (default 3), each a deploy without the page and
+/// one with it and three viewers fetching it every two seconds; a table on stderr and the ratio of
+/// the medians, no assertion on time.
+#[test]
+#[ignore = "a benchmark: benches/dashboard-cost.sh runs it"]
+fn dashboard_cost_benchmark() {
+    let Some(bin) = sushy_emulator(TEST) else {
+        return;
+    };
+    let env = |k: &str, d: usize| std::env::var(k).ok().map_or(d, |v| v.parse().unwrap());
+    let (n, rounds) = (
+        env("IBI_DASHBOARD_SITES", 200),
+        env("IBI_DASHBOARD_ROUNDS", 3),
+    );
+    let mut walls: [Vec<f64>; 2] = Default::default();
+    eprintln!("ROUND  VIEWERS  SITES  WALL(s)  PAGES  PEAK RSS(KiB)");
+    for round in 1..=rounds {
+        for (k, viewers) in [0, 3].into_iter().enumerate() {
+            let m = run(&bin, n, 20, viewers);
+            eprintln!(
+                "{round:>5}  {viewers:>7}  {:>5}  {:>7.1}  {:>5}  {:>13}",
+                m.sites,
+                m.wall.as_secs_f64(),
+                m.pages,
+                m.peak_rss_kib
+            );
+            walls[k].push(m.wall.as_secs_f64());
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (without, with) = (median(&mut walls[0]), median(&mut walls[1]));
+    eprintln!(
+        "median wall: {without:.1} s without the page, {with:.1} s with three viewers: ratio {:.3}",
+        with / without
+    );
 }
