@@ -40,6 +40,8 @@ pub struct Dashboard {
     token: Secret,
     page: PageFn,
     script: &'static str,
+    /// The page's own policy, and no frame around it (which only a header can say).
+    policy: String,
     made: Mutex<Option<(Instant, Bytes)>>,
 }
 
@@ -52,12 +54,20 @@ pub enum Route {
 
 impl Dashboard {
     /// The dashboard of `base`, its token loaded from [`TOKEN_FILE`] or drawn and saved there
-    /// (also when `rotate`); `script` is served as `live.js`.
-    pub fn new(base: &Path, rotate: bool, page: PageFn, script: &'static str) -> Result<Dashboard> {
+    /// (also when `rotate`); `script` is served as `live.js`; `policy` is the page's
+    /// Content-Security-Policy, sent as a header too.
+    pub fn new(
+        base: &Path,
+        rotate: bool,
+        page: PageFn,
+        script: &'static str,
+        policy: &str,
+    ) -> Result<Dashboard> {
         Ok(Dashboard {
             token: load_or_draw(base, rotate)?,
             page,
             script,
+            policy: format!("{policy}; frame-ancestors 'none'"),
             made: Mutex::new(None),
         })
     }
@@ -78,6 +88,11 @@ impl Dashboard {
             SCRIPT => Some(Route::Script),
             _ => None,
         }
+    }
+
+    /// The Content-Security-Policy header of both answers.
+    pub fn policy(&self) -> &str {
+        &self.policy
     }
 
     pub fn script(&self) -> Bytes {
@@ -129,7 +144,7 @@ mod tests {
         let m = n.clone();
         let page: PageFn =
             Arc::new(move || Ok(format!("page {}", m.fetch_add(1, Ordering::SeqCst))));
-        (Dashboard::new(base, false, page, "js").unwrap(), n)
+        (Dashboard::new(base, false, page, "js", "p").unwrap(), n)
     }
 
     #[test]
@@ -142,7 +157,7 @@ mod tests {
         let (b, _) = counting(d.path());
         assert_eq!(a.path().expose_str(), b.path().expose_str());
         let page: PageFn = Arc::new(|| Ok(String::new()));
-        let c = Dashboard::new(d.path(), true, page, "").unwrap();
+        let c = Dashboard::new(d.path(), true, page, "", "p").unwrap();
         assert_ne!(a.path().expose_str(), c.path().expose_str());
         // A weak kept token (cut short by hand) is replaced.
         std::fs::write(&file, "abc\n").unwrap();

@@ -36,11 +36,6 @@ pub struct State {
     pub dashboard: Option<Arc<Dashboard>>,
 }
 
-/// What a browser may do with the status page: run its own script, fetch the page again, nothing
-/// else (no frame around it, no other origin, no form, no plug-in).
-const DASHBOARD_POLICY: &str = "default-src 'none'; script-src 'self'; connect-src 'self'; \
-     style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-
 /// The index of the image `/TOKEN/FILE` names. Tokens are compared in constant time, so response
 /// timing says nothing about how much of a guess was right.
 pub fn route(images: &[Image], path: &str) -> Option<usize> {
@@ -170,9 +165,10 @@ async fn dashboard_answer(
     if !reads(method) {
         return read_only(access);
     }
+    let made = dash.clone();
     let (body, kind) = match what {
         Route::Script => (dash.script(), "text/javascript; charset=utf-8"),
-        Route::Page => match tokio::task::spawn_blocking(move || dash.page()).await {
+        Route::Page => match tokio::task::spawn_blocking(move || made.page()).await {
             Ok(Ok(page)) => (page, "text/html; charset=utf-8"),
             Ok(Err(e)) => {
                 warn!("the status page: {}", escape_control(&format!("{e:#}")));
@@ -196,10 +192,9 @@ async fn dashboard_answer(
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(DASHBOARD_POLICY),
-    );
+    if let Ok(policy) = HeaderValue::from_str(dash.policy()) {
+        h.insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),

@@ -84,6 +84,8 @@ pub struct ServeOptions {
 pub struct DashboardOptions {
     pub page: PageFn,
     pub script: &'static str,
+    /// The page's Content-Security-Policy, also sent as its header.
+    pub policy: &'static str,
 }
 
 impl std::fmt::Debug for DashboardOptions {
@@ -288,6 +290,7 @@ pub fn prepare(opts: &ServeOptions) -> Result<Prepared> {
             opts.rotate_tokens,
             d.page.clone(),
             d.script,
+            d.policy,
         )?)),
         None => None,
     };

@@ -29,7 +29,7 @@ const CSP: &str =
     "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'";
 /// The live page's: also its own script ([`LIVE_SCRIPT`], from the server that sent the page) and
 /// that script's fetch of the page again; nothing inline runs.
-const LIVE_CSP: &str = "default-src 'none'; script-src 'self'; connect-src 'self'; \
+pub(super) const LIVE_CSP: &str = "default-src 'none'; script-src 'self'; connect-src 'self'; \
      style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'";
 
 /// The live page's script, served beside it as `live.js`: it fetches the page again every few

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::fleet::fleet_status;
-use super::html::{LIVE_SCRIPT, render_live};
+use super::html::{LIVE_CSP, LIVE_SCRIPT, render_live};
 use crate::deliver::serve::DashboardOptions;
 use crate::deliver::serve::dashboard::TOKEN_FILE;
 
@@ -28,6 +28,7 @@ pub fn dashboard(base: &Path, preflight: Option<String>) -> DashboardOptions {
             ))
         }),
         script: LIVE_SCRIPT,
+        policy: LIVE_CSP,
     }
 }
 
